@@ -1,0 +1,146 @@
+//! Host configuration, as the C API's `kcsi_host_new` takes it (JSON, unknown keys rejected).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::storage::v1::CSIDriver;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::paths::check_name;
+
+/// The kubelet's `csiTimeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Feature gates the plugin consults; any other name is refused, as the kubelet refuses
+/// unrecognized gates.
+pub const KNOWN_GATES: &[&str] = &[
+    "SELinuxMountReadWriteOncePod",
+    "SELinuxMount",
+    "CSIVolumeHealth",
+    "CSIServiceAccountTokenSecrets",
+    "MutableCSINodeAllocatableCount",
+    "CSIMigrationPortworx",
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawConfig {
+    node_name: Option<String>,
+    root_dir: Option<String>,
+    kubeconfig: Option<String>,
+    timeout_seconds: Option<f64>,
+    #[serde(default)]
+    feature_gates: BTreeMap<String, bool>,
+    #[serde(default)]
+    csi_drivers: Vec<CSIDriver>,
+}
+
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    pub node_name: String,
+    pub root_dir: PathBuf,
+    pub kubeconfig: Option<PathBuf>,
+    pub timeout: Duration,
+    pub feature_gates: BTreeMap<String, bool>,
+    /// Standalone mode's stand-ins for the API's CSIDriver objects.
+    pub csi_drivers: Vec<CSIDriver>,
+}
+
+impl HostConfig {
+    pub fn from_json(json: &str) -> Result<HostConfig> {
+        let raw: RawConfig = serde_json::from_str(json)
+            .map_err(|e| Error::invalid(format!("host config is not valid: {e}")))?;
+        let node_name = raw
+            .node_name
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| Error::invalid("host config is not valid: \"nodeName\" is required"))?;
+        check_name("nodeName", &node_name)?;
+        let root_dir = raw
+            .root_dir
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| Error::invalid("host config is not valid: \"rootDir\" is required"))?;
+        if !root_dir.starts_with('/') || root_dir.contains('\0') {
+            return Err(Error::invalid(format!(
+                "host config is not valid: \"rootDir\" must be an absolute path, got {root_dir:?}"
+            )));
+        }
+        let timeout = match raw.timeout_seconds {
+            None => DEFAULT_TIMEOUT,
+            Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => Duration::from_secs_f64(t),
+            Some(t) => {
+                return Err(Error::invalid(format!(
+                    "host config is not valid: \"timeoutSeconds\" must be > 0 and at most 86400, got {t}"
+                )))
+            }
+        };
+        for gate in raw.feature_gates.keys() {
+            if !KNOWN_GATES.contains(&gate.as_str()) {
+                return Err(Error::invalid(format!(
+                    "host config is not valid: unrecognized feature gate {gate:?} in \"featureGates\" (known: {})",
+                    KNOWN_GATES.join(", ")
+                )));
+            }
+        }
+        let kubeconfig = raw.kubeconfig.filter(|k| !k.is_empty()).map(PathBuf::from);
+        if kubeconfig.is_some() && !raw.csi_drivers.is_empty() {
+            return Err(Error::invalid(
+                "host config is not valid: \"csiDrivers\" is for standalone mode only; with a \
+                 \"kubeconfig\" CSIDriver objects come from the API server",
+            ));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for d in &raw.csi_drivers {
+            let name = d.metadata.name.as_deref().unwrap_or("");
+            if name.is_empty() {
+                return Err(Error::invalid(
+                    "host config is not valid: a CSIDriver in \"csiDrivers\" has no metadata.name",
+                ));
+            }
+            if !names.insert(name.to_string()) {
+                return Err(Error::invalid(format!(
+                    "host config is not valid: CSIDriver {name:?} appears twice in \"csiDrivers\""
+                )));
+            }
+        }
+        Ok(HostConfig {
+            node_name,
+            root_dir: PathBuf::from(root_dir),
+            kubeconfig,
+            timeout,
+            feature_gates: raw.feature_gates,
+            csi_drivers: raw.csi_drivers,
+        })
+    }
+
+    pub fn gate(&self, name: &str) -> bool {
+        self.feature_gates.get(name).copied().unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_rejects_unknown_key_naming_it() {
+        let err = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","bogus":1}"#).unwrap_err();
+        assert!(err.message.contains("bogus"), "{}", err.message);
+    }
+
+    #[test]
+    fn config_requires_node_and_absolute_root() {
+        assert!(HostConfig::from_json(r#"{"rootDir":"/r"}"#).is_err());
+        assert!(HostConfig::from_json(r#"{"nodeName":"n","rootDir":"rel"}"#).is_err());
+        let c = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r"}"#).unwrap();
+        assert_eq!(c.timeout, DEFAULT_TIMEOUT);
+    }
+
+    #[test]
+    fn config_rejects_unknown_gate() {
+        let err = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","featureGates":{"Nope":true}}"#)
+            .unwrap_err();
+        assert!(err.message.contains("Nope"));
+    }
+}

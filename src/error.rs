@@ -1,0 +1,101 @@
+//! kcsi's one error type: a stable kind (which the C layer maps to `kcsi_result`), a class that
+//! mirrors the kubelet operation executor's view of the failure, an optional gRPC code and a
+//! message naming what failed with which input.
+
+use std::fmt;
+
+/// What went wrong, as a stable category. The C API's result numbers are derived from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    InvalidArgument,
+    NotFound,
+    AlreadyExists,
+    UnsupportedVersion,
+    Driver,
+    Kubernetes,
+    Io,
+    Timeout,
+    NotSupported,
+    Unavailable,
+    FailedPrecondition,
+    Internal,
+}
+
+/// How the volume manager must treat the failure (upstream `pkg/volume/util/types`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// The operation finished with an error.
+    Final,
+    /// The operation may still be running in the driver: treat the volume as possibly mounted.
+    Uncertain,
+    /// Nothing changed; retry later (e.g. the driver is not registered yet).
+    Transient,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub class: ErrorClass,
+    /// The gRPC status code, only when a CSI driver returned one.
+    pub grpc_code: Option<i32>,
+    pub message: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error { kind, class: ErrorClass::Final, grpc_code: None, message: message.into() }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidArgument, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    pub fn io(context: impl fmt::Display, err: &std::io::Error) -> Self {
+        Self::new(ErrorKind::Io, format!("{context}: {err}"))
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    pub fn with_class(mut self, class: ErrorClass) -> Self {
+        self.class = class;
+        self
+    }
+
+    pub fn transient(self) -> Self {
+        self.with_class(ErrorClass::Transient)
+    }
+
+    pub fn uncertain(self) -> Self {
+        self.with_class(ErrorClass::Uncertain)
+    }
+
+    pub fn is_transient(&self) -> bool {
+        self.class == ErrorClass::Transient
+    }
+
+    pub fn is_uncertain(&self) -> bool {
+        self.class == ErrorClass::Uncertain
+    }
+
+    /// Prefixes the message with what the caller was doing, keeping kind, class and code.
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

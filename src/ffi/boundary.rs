@@ -1,0 +1,98 @@
+//! The boundary every export goes through: panic capture, error objects, and checked
+//! conversions of C arguments.
+
+use std::ffi::{c_char, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use serde::de::DeserializeOwned;
+
+use super::error::{c_string, kcsi_error, result_code};
+use super::{kcsi_result, KCSI_OK};
+use crate::error::{Error, Result};
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+/// Runs a fallible export body: success is `KCSI_OK`; an error (or a caught panic, as
+/// `KCSI_ERR_INTERNAL`) becomes a result code and, when `err_out` is not NULL, an error object.
+pub(crate) fn guard(what: &str, err_out: *mut *mut kcsi_error, body: impl FnOnce() -> Result<()>) -> kcsi_result {
+    let err = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return KCSI_OK,
+        Ok(Err(e)) => e,
+        Err(payload) => Error::internal(format!("{what} panicked: {}", panic_message(&*payload))),
+    };
+    let code = result_code(err.kind);
+    if !err_out.is_null() {
+        // The caller's slot; written only on failure, as the contract says.
+        unsafe { *err_out = Box::into_raw(Box::new(kcsi_error::from_error(&err))) };
+    }
+    code
+}
+
+/// Runs an infallible export body; a caught panic yields `fallback`.
+pub(crate) fn guard_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
+/// A borrowed, NUL-terminated UTF-8 argument that must not be NULL.
+pub(crate) fn str_arg<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(Error::invalid(format!("{what} is NULL")));
+    }
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|e| Error::invalid(format!("{what} is not valid UTF-8: {e}")))
+}
+
+/// Like [`str_arg`], but NULL means absent.
+pub(crate) fn opt_str_arg<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    str_arg(p, what).map(Some)
+}
+
+/// An array of strings: pointer + length, `NULL, 0` being empty.
+pub(crate) fn str_array(p: *const *const c_char, len: usize, what: &str) -> Result<Vec<String>> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    if p.is_null() {
+        return Err(Error::invalid(format!("{what} is NULL but its length is {len}")));
+    }
+    let items = unsafe { std::slice::from_raw_parts(p, len) };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| str_arg(s, &format!("{what}[{i}]")).map(str::to_string))
+        .collect()
+}
+
+/// A JSON argument parsed into `T`.
+pub(crate) fn json_arg<T: DeserializeOwned>(p: *const c_char, what: &str) -> Result<T> {
+    let text = str_arg(p, what)?;
+    serde_json::from_str(text).map_err(|e| Error::invalid(format!("{what} is not valid: {e}")))
+}
+
+/// Checks an output pointer before any work is done.
+pub(crate) fn out_arg<T>(p: *mut T, what: &str) -> Result<()> {
+    if p.is_null() {
+        return Err(Error::invalid(format!("{what} is NULL")));
+    }
+    Ok(())
+}
+
+/// Writes an owned string (freed with `kcsi_string_free`) to a checked output pointer.
+pub(crate) fn write_string(p: *mut *mut c_char, s: &str) {
+    unsafe { *p = c_string(s).into_raw() };
+}
+
+/// Writes a value to a checked output pointer.
+pub(crate) fn write_value<T>(p: *mut T, v: T) {
+    unsafe { *p = v };
+}

@@ -1,0 +1,100 @@
+//! Plugin query exports. `spec_json` is `{"persistentVolume": <PV>, "readOnly": bool}` or
+//! `{"volume": <Volume>}`.
+
+use std::ffi::c_char;
+
+use super::boundary::{guard, json_arg, out_arg, write_string, write_value};
+use super::error::kcsi_error;
+use super::host::{host_arg, kcsi_host};
+use super::kcsi_result;
+use crate::plugin;
+use crate::spec::VolumeSpec;
+
+/// The unique volume name `<driver>^<volumeHandle>` of a PersistentVolume spec (inline volumes
+/// have none: `KCSI_ERR_INVALID_ARGUMENT`). Caller frees `*name_out` with `kcsi_string_free`.
+#[no_mangle]
+pub extern "C" fn kcsi_get_volume_name(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    name_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_get_volume_name", err_out, || {
+        host_arg(h)?;
+        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        out_arg(name_out, "name_out")?;
+        write_string(name_out, &plugin::volume_name(&spec)?);
+        Ok(())
+    })
+}
+
+/// Whether the spec has a CSI source (PV or inline).
+#[no_mangle]
+pub extern "C" fn kcsi_can_support(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_can_support", err_out, || {
+        host_arg(h)?;
+        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        out_arg(out, "out")?;
+        write_value(out, plugin::can_support(&spec));
+        Ok(())
+    })
+}
+
+/// Whether the volume needs attaching: false for inline volumes and for drivers whose
+/// CSIDriver says `attachRequired: false`; true when no CSIDriver exists.
+#[no_mangle]
+pub extern "C" fn kcsi_can_attach(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_can_attach", err_out, || {
+        let host = host_arg(h)?;
+        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        out_arg(out, "out")?;
+        write_value(out, plugin::can_attach(host, &spec)?);
+        Ok(())
+    })
+}
+
+/// Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
+/// inline volumes.
+#[no_mangle]
+pub extern "C" fn kcsi_can_device_mount(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_can_device_mount", err_out, || {
+        host_arg(h)?;
+        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        out_arg(out, "out")?;
+        write_value(out, plugin::can_device_mount(&spec)?);
+        Ok(())
+    })
+}
+
+/// Whether the volume must be re-published periodically (the CSIDriver's
+/// `requiresRepublish`); false when the driver has no CSIDriver object.
+#[no_mangle]
+pub extern "C" fn kcsi_requires_remount(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_requires_remount", err_out, || {
+        let host = host_arg(h)?;
+        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        out_arg(out, "out")?;
+        write_value(out, plugin::requires_remount(host, &spec));
+        Ok(())
+    })
+}

@@ -1,0 +1,60 @@
+//! The one process-wide piece of state: a lazily started multi-thread tokio runtime that every
+//! host shares. Blocking entry points run their futures on it from the caller's thread.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use tokio::runtime::{Handle, Runtime};
+
+use crate::error::{Error, ErrorKind, Result};
+
+struct Global {
+    runtime: Runtime,
+    /// The process that started the runtime; a forked child cannot use it (its threads are gone).
+    pid: u32,
+}
+
+static GLOBAL: OnceLock<std::result::Result<Global, String>> = OnceLock::new();
+
+fn global() -> Result<&'static Global> {
+    let g = GLOBAL.get_or_init(|| {
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("kcsi-rt")
+            .enable_all()
+            .build()
+            .map(|runtime| Global { runtime, pid: std::process::id() })
+            .map_err(|e| format!("cannot start the kcsi runtime: {e}"))
+    });
+    let g = g.as_ref().map_err(|e| Error::internal(e.clone()))?;
+    if g.pid != std::process::id() {
+        return Err(Error::new(
+            ErrorKind::FailedPrecondition,
+            format!(
+                "kcsi was started in process {} and cannot be used in forked child {}: \
+                 its runtime threads do not exist here",
+                g.pid,
+                std::process::id()
+            ),
+        ));
+    }
+    Ok(g)
+}
+
+/// A handle to the runtime, for spawning background work.
+pub fn handle() -> Result<Handle> {
+    Ok(global()?.runtime.handle().clone())
+}
+
+/// Runs `fut` to completion from a host thread. Refused on a runtime thread (e.g. inside a log
+/// callback), where blocking would deadlock or panic.
+pub fn block_on<F: Future>(fut: F) -> Result<F::Output> {
+    if Handle::try_current().is_ok() {
+        return Err(Error::invalid(
+            "a blocking kcsi call was made from inside kcsi's runtime (for example from a log \
+             callback); call it from another thread",
+        ));
+    }
+    Ok(global()?.runtime.block_on(fut))
+}
