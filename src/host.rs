@@ -1,7 +1,12 @@
 //! One node agent's instance of the plugin: its configuration and everything it owns (driver
 //! store, Kubernetes access). Hosts never share state; only the runtime is process-wide.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
+
+use k8s_openapi::api::authentication::v1::TokenRequestStatus;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 
 use serde_json::json;
 
@@ -46,6 +51,47 @@ impl Host {
     pub fn driver_facts(&self, driver: &str) -> Result<DriverFacts> {
         let object = self.config.csi_drivers.iter().find(|d| d.metadata.name.as_deref() == Some(driver));
         DriverFacts::new(driver, object)
+    }
+
+    /// The registered driver `name`, or upstream's transient "not found" error (a driver that
+    /// is not registered yet, e.g. right after a kubelet restart, may register soon).
+    pub fn driver(&self, name: &str) -> Result<std::sync::Arc<crate::driver_store::Driver>> {
+        if name.is_empty() {
+            return Err(Error::not_found("driver name is empty").transient());
+        }
+        self.drivers.get(name).ok_or_else(|| {
+            Error::not_found(format!("driver name {name} not found in the list of registered CSI drivers")).transient()
+        })
+    }
+
+    fn no_api(&self, what: &str) -> Error {
+        Error::new(
+            ErrorKind::NotSupported,
+            format!("{what}: this host runs standalone (no \"kubeconfig\"), so there is no API server to ask"),
+        )
+    }
+
+    /// GET a VolumeAttachment by name, straight from the API server (not a cache).
+    pub async fn volume_attachment(&self, name: &str) -> Result<VolumeAttachment> {
+        Err(self.no_api(&format!("cannot read VolumeAttachment {name}")))
+    }
+
+    /// A Secret's `data`, values as strings.
+    pub async fn secret_data(&self, namespace: &str, name: &str) -> Result<BTreeMap<String, String>> {
+        Err(self.no_api(&format!("cannot read Secret {namespace}/{name}")))
+    }
+
+    /// A service-account token for `pod` (TokenRequest bound to the pod).
+    pub async fn service_account_token(
+        &self,
+        pod: &Pod,
+        audiences: Vec<String>,
+        expiration_seconds: i64,
+    ) -> Result<TokenRequestStatus> {
+        let _ = (audiences, expiration_seconds);
+        let sa = pod.spec.as_ref().and_then(|s| s.service_account_name.clone()).unwrap_or_default();
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        Err(self.no_api(&format!("cannot request a token for service account {ns}/{sa}")))
     }
 
     /// Publishes a registered driver's node info to the Node and CSINode objects.

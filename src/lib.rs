@@ -2,6 +2,7 @@
 //!
 //! The safe core is organised by role; [`ffi`] is the C ABI shell over it.
 
+pub mod capability;
 pub mod config;
 pub mod csi_client;
 pub mod driver_facts;
@@ -18,3 +19,4 @@ pub mod registration;
 pub mod runtime;
 pub mod spec;
 pub mod version;
+pub mod volume_data;
