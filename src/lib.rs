@@ -13,6 +13,7 @@ mod goquote;
 pub mod host;
 pub mod logging;
 pub mod paths;
+pub mod operation;
 pub mod plugin;
 pub mod proto;
 pub mod registration;
