@@ -1,0 +1,64 @@
+# kcsi: the two commands a new user needs are `make demo` and `make test`.
+# Everything they need (pinned tools, real Go peers) is built on first use into caches
+# outside git (~/.cache/kcsi-tools, ~/.cache/kcsi-peers) and reused afterwards.
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+RELEASE := target/release
+TOOLS = $(shell scripts/tools.sh)
+
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench install clean
+
+all: build
+
+## build: the shared and static library, with SONAME libkcsi.so.1 and its dev symlinks.
+build:
+	cargo build --release --lib
+	cd $(RELEASE) && ln -sf libkcsi.so libkcsi.so.1
+
+## header: regenerate include/kcsi.h from src/ffi with the pinned cbindgen.
+header:
+	$(TOOLS)/cbindgen --config cbindgen.toml --crate kcsi --output include/kcsi.h
+
+check-header:
+	$(TOOLS)/cbindgen --config cbindgen.toml --crate kcsi --verify --output include/kcsi.h \
+	  || { echo "include/kcsi.h is stale: run 'make header' and commit it" >&2; exit 1; }
+
+## peers: the real programs tests run against (first build is slow, later runs reuse it).
+peers:
+	scripts/peers/build.sh
+
+## demo: build everything and register a real CSI driver through the C API.
+demo: build peers
+	scripts/demo.sh
+
+## test: every test, as CI runs it.
+test:
+	scripts/test.sh
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --all-targets -- -D warnings
+
+test-rust: peers
+	cargo test -- --test-threads=4
+
+## bench: figures, not assertions.
+bench: build peers
+	scripts/bench.sh
+
+## install: libkcsi.so.1 (+ symlinks), libkcsi.a, kcsi.h and kcsi.pc under PREFIX.
+install: build
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 0755 $(RELEASE)/libkcsi.so $(DESTDIR)$(LIBDIR)/libkcsi.so.$(VERSION)
+	ln -sf libkcsi.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libkcsi.so.1
+	ln -sf libkcsi.so.1 $(DESTDIR)$(LIBDIR)/libkcsi.so
+	install -m 0644 $(RELEASE)/libkcsi.a $(DESTDIR)$(LIBDIR)/libkcsi.a
+	install -m 0644 include/kcsi.h $(DESTDIR)$(INCLUDEDIR)/kcsi.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+	  kcsi.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kcsi.pc
+
+clean:
+	cargo clean
