@@ -1,0 +1,122 @@
+# shellcheck shell=bash
+# The ONE place where kcsi's real test peers are pinned. Sourced by build.sh and path.sh.
+# Binaries live outside git, keyed on (peer, version, Go version), so a Go or pin change
+# simply builds a new directory and stale ones are never reused.
+
+# Use exactly the machine's Go: the cache key must name the Go that really built the binary.
+export GOTOOLCHAIN=local
+KCSI_GO=${KCSI_GO:-$(command -v go || echo /usr/local/go/bin/go)}
+KCSI_GO_VERSION=$("$KCSI_GO" env GOVERSION)
+KCSI_PEERS_CACHE=${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}
+
+KCSI_PEERS=(hostpath registrar etcd apiserver mockdriver standin)
+# What tests use and build by default. hostpath and registrar are pinned for when the module
+# proxy serves them; the one reachable here answers 403 for github.com/kubernetes-csi/*, so
+# standin (our stand-in with real mounts) and mockdriver (Kubernetes' e2e mock) replace them.
+KCSI_DEFAULT_PEERS=(etcd apiserver mockdriver standin)
+KCSI_PEERS_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# Per peer: MODULE@VERSION is fetched from the proxy, PKG is built into BIN; STAGING, if set,
+# maps every k8s.io staging module to that version; SRC, if set, is a directory of our own
+# main package built inside the wrapper module instead of PKG.
+
+# csi-driver-host-path: the main CSI driver used by tests.
+HOSTPATH_MODULE=github.com/kubernetes-csi/csi-driver-host-path
+HOSTPATH_VERSION=v1.18.0
+HOSTPATH_PKG=$HOSTPATH_MODULE/cmd/hostpathplugin
+HOSTPATH_BIN=hostpathplugin
+HOSTPATH_STAGING=v0.36.1   # its k8s.io/kubernetes v1.36.1 needs staging replaces at v0.36.1
+
+# node-driver-registrar: no /v2 in its module path, so v2.x tags are not Go versions: pin a commit.
+REGISTRAR_MODULE=github.com/kubernetes-csi/node-driver-registrar
+REGISTRAR_VERSION=c5794c45f34c   # = v2.17.0
+REGISTRAR_PKG=$REGISTRAR_MODULE/cmd/csi-node-driver-registrar
+REGISTRAR_BIN=csi-node-driver-registrar
+REGISTRAR_STAGING=v0.36.1
+
+# etcd 3.6 (Debian's 3.4 is too old for kube-apiserver 1.36). Main package is the server module.
+ETCD_MODULE=go.etcd.io/etcd/server/v3
+ETCD_VERSION=v3.6.16
+ETCD_PKG=$ETCD_MODULE
+ETCD_BIN=etcd
+ETCD_STAGING=
+
+# kube-apiserver from k8s.io/kubernetes (newest 1.36 patch on the proxy); staging modules at v0.36.x.
+APISERVER_MODULE=k8s.io/kubernetes
+APISERVER_VERSION=v1.36.3
+APISERVER_PKG=$APISERVER_MODULE/cmd/kube-apiserver
+APISERVER_BIN=kube-apiserver
+APISERVER_STAGING=v0.36.3
+
+# Kubernetes' own mock CSI driver (test/e2e/storage/drivers/csi-test in k8s.io/kubernetes),
+# wrapped as a standalone binary by mockdriver/main.go. Stand-in while the proxy refuses
+# github.com/kubernetes-csi/* (hostpath, registrar).
+MOCKDRIVER_MODULE=$APISERVER_MODULE
+MOCKDRIVER_VERSION=$APISERVER_VERSION
+MOCKDRIVER_PKG=
+MOCKDRIVER_BIN=csi-mock-driver
+MOCKDRIVER_STAGING=$APISERVER_STAGING
+MOCKDRIVER_SRC=$KCSI_PEERS_SCRIPTS/mockdriver
+
+# k8s.io/kubernetes' local ./staging replaces mean nothing outside its repo: a wrapper module
+# maps each of these to the published k8s.io/<m>@<staging version> instead.
+KCSI_K8S_STAGING=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
+  cloud-provider cluster-bootstrap code-generator component-base component-helpers
+  controller-manager cri-api cri-client cri-streaming csi-translation-lib
+  dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator
+  kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils
+  pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming)
+
+# kcsi_peer_key NAME: accepts a peer name or its binary name; prints the canonical peer name.
+kcsi_peer_key() {
+  case "$1" in
+    hostpath|hostpathplugin) echo hostpath ;;
+    registrar|csi-node-driver-registrar|node-driver-registrar) echo registrar ;;
+    etcd) echo etcd ;;
+    apiserver|kube-apiserver) echo apiserver ;;
+    mockdriver|csi-mock-driver) echo mockdriver ;;
+    standin|hostpath-standin) echo standin ;;
+    *) echo "kcsi peers: unknown peer '$1' (known: ${KCSI_PEERS[*]})" >&2; return 1 ;;
+  esac
+}
+
+# kcsi_peer_var NAME FIELD: e.g. kcsi_peer_var etcd VERSION -> v3.6.16
+kcsi_peer_var() {
+  local v
+  v="$(kcsi_peer_key "$1" | tr '[:lower:]' '[:upper:]')_$2"
+  printf '%s\n' "${!v:-}"
+}
+
+# kcsi_peer_tag NAME: the version part of the cache key; for our own sources it also carries
+# a hash of them, so editing mockdriver/main.go builds a new binary instead of reusing one.
+kcsi_peer_tag() {
+  local src
+  src=$(kcsi_peer_var "$1" SRC 2>/dev/null || true)
+  if [ -n "$src" ]; then
+    printf '%s-src%s\n' "$(kcsi_peer_var "$1" VERSION)" \
+      "$({ cat "$src"/*.go; kcsi_peer_var "$1" REQUIRE | grep . || true; } | sha256sum | cut -c1-8)"
+  else
+    kcsi_peer_var "$1" VERSION
+  fi
+}
+
+# kcsi_peer_bin NAME: absolute path of the cached binary (whether or not it exists yet).
+kcsi_peer_bin() {
+  local key
+  key=$(kcsi_peer_key "$1") || return 1
+  printf '%s/%s-%s-%s/%s\n' "$KCSI_PEERS_CACHE" "$key" "$(kcsi_peer_tag "$key")" \
+    "$KCSI_GO_VERSION" "$(kcsi_peer_var "$key" BIN)"
+}
+
+# hostpath-standin: our stand-in for csi-driver-host-path (standin-hostpath/*.go, package
+# comment says why and how it differs), built while the proxy refuses the real driver. MODULE is
+# the CSI spec it is built against; REQUIRE pins every other module it imports (go get with
+# MODULE@VERSION; part of the cache key). csi-lib-utils v0.24.0 (not v0.25.0) keeps spec at v1.12.0.
+STANDIN_MODULE=github.com/container-storage-interface/spec
+STANDIN_VERSION=v1.12.0
+STANDIN_PKG=
+STANDIN_BIN=hostpath-standin
+STANDIN_STAGING=
+STANDIN_SRC=$KCSI_PEERS_SCRIPTS/standin-hostpath
+STANDIN_REQUIRE="google.golang.org/grpc@v1.79.3 google.golang.org/protobuf@v1.36.12
+  k8s.io/mount-utils@v0.36.3 k8s.io/klog/v2@v2.140.0 github.com/kubernetes-csi/csi-lib-utils@v0.24.0"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every kcsi test, as CI does: lint, header freshness, Rust (unit + integration against
+# real peers), Python (ctypes through libkcsi.so), C (header, dlopen, ASAN, valgrind) and Go.
+# Needs root (real mounts, loop devices). Prints one summary line at the end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "kcsi tests mount filesystems and loop devices: run as root" >&2; exit 2; }
+
+passed=0; failed=0; failed_names=()
+run() {
+  local name=$1; shift
+  local start=$SECONDS
+  echo "=== $name: $*"
+  if "$@"; then
+    passed=$((passed + 1)); echo "=== $name: ok ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1)); failed_names+=("$name"); echo "=== $name: FAILED ($((SECONDS - start)) s)"
+  fi
+}
+
+# Set-up failures stop everything: nothing below can run without tools and peers.
+scripts/tools.sh >/dev/null || { echo "tool installation failed" >&2; exit 1; }
+scripts/peers/build.sh || { echo "building the real peers failed" >&2; exit 1; }
+
+run fmt cargo fmt --all -- --check
+run clippy cargo clippy --all-targets -- -D warnings
+run header make --no-print-directory check-header
+run rust cargo test -- --test-threads=4
+run build make --no-print-directory build
+run python scripts/test-python.sh
+run c scripts/test-c.sh
+run go scripts/test-go.sh
+
+echo
+echo "suites: ${passed} passed, ${failed} failed${failed_names[*]:+ (${failed_names[*]})}"
+[ "$failed" = 0 ]
