@@ -1,46 +1,47 @@
 //! Plugin queries that need no driver connection (upstream `csiPlugin` methods): volume name,
 //! support, attachability, device mountability, remount.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::spec::{LifecycleMode, VolumeSpec};
+use crate::spec::{SourceHead, SpecHead};
 
 const PREFIX: &str = "kubernetes.io/csi: ";
 
 /// `GetVolumeName`: `driver^handle`, persistent volumes only.
-pub fn volume_name(spec: &VolumeSpec) -> Result<String> {
-    let src = spec.persistent_source().map_err(|e| {
-        e.context(format!("{PREFIX}plugin.GetVolumeName failed to extract volume source from spec"))
-    })?;
-    Ok(format!("{}^{}", src.driver, src.volume_handle))
+pub fn volume_name(spec: &SpecHead) -> Result<String> {
+    let what = || format!("{PREFIX}plugin.GetVolumeName failed to extract volume source from spec");
+    match spec.source().map_err(|e| e.context(what()))? {
+        SourceHead::Persistent { driver, volume_handle } => Ok(format!("{driver}^{volume_handle}")),
+        SourceHead::Inline { .. } => {
+            Err(Error::invalid("unexpected api.CSIVolumeSource found in volume.Spec").context(what()))
+        }
+    }
 }
 
 /// `CanSupport`.
-pub fn can_support(spec: &VolumeSpec) -> bool {
+pub fn can_support(spec: &SpecHead) -> bool {
     spec.has_csi_source()
 }
 
 /// `CanAttach`: inline volumes never; PVs unless the CSIDriver says `attachRequired: false`.
-pub fn can_attach(host: &Host, spec: &VolumeSpec) -> Result<bool> {
-    if spec.lifecycle_mode()? == LifecycleMode::Ephemeral {
-        return Ok(false);
+pub fn can_attach(host: &Host, spec: &SpecHead) -> Result<bool> {
+    match spec.source()? {
+        SourceHead::Inline { .. } => Ok(false),
+        SourceHead::Persistent { driver, .. } => Ok(host.driver_facts(driver)?.attach_required),
     }
-    let src = spec.persistent_source()?;
-    Ok(host.driver_facts(&src.driver)?.attach_required)
 }
 
 /// `CanDeviceMount`: every PV (even without STAGE_UNSTAGE, MountDevice then only records
 /// metadata); inline volumes never.
-pub fn can_device_mount(spec: &VolumeSpec) -> Result<bool> {
-    if spec.lifecycle_mode()? == LifecycleMode::Ephemeral {
-        return Ok(false);
-    }
-    spec.persistent_source()?;
-    Ok(true)
+pub fn can_device_mount(spec: &SpecHead) -> Result<bool> {
+    Ok(matches!(spec.source()?, SourceHead::Persistent { .. }))
 }
 
 /// `RequiresRemount`: the CSIDriver's `requiresRepublish`; false whenever it cannot be found.
-pub fn requires_remount(host: &Host, spec: &VolumeSpec) -> bool {
-    let Ok(driver) = spec.driver_name() else { return false };
+pub fn requires_remount(host: &Host, spec: &SpecHead) -> bool {
+    let driver = match spec.source() {
+        Ok(SourceHead::Inline { driver }) | Ok(SourceHead::Persistent { driver, .. }) => driver,
+        Err(_) => return false,
+    };
     host.driver_facts(driver).map(|f| f.requires_republish).unwrap_or(false)
 }

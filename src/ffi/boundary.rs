@@ -4,7 +4,7 @@
 use std::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use super::error::{c_string, kcsi_error, result_code};
 use super::{kcsi_result, KCSI_OK};
@@ -74,7 +74,8 @@ pub(crate) fn str_array(p: *const *const c_char, len: usize, what: &str) -> Resu
 }
 
 /// A JSON argument parsed into `T`.
-pub(crate) fn json_arg<T: DeserializeOwned>(p: *const c_char, what: &str) -> Result<T> {
+/// `T` may borrow from the argument, which lives for the call.
+pub(crate) fn json_arg<'a, T: Deserialize<'a>>(p: *const c_char, what: &str) -> Result<T> {
     let text = str_arg(p, what)?;
     serde_json::from_str(text).map_err(|e| Error::invalid(format!("{what} is not valid: {e}")))
 }

@@ -8,7 +8,7 @@ use super::error::kcsi_error;
 use super::host::{host_arg, kcsi_host};
 use super::kcsi_result;
 use crate::plugin;
-use crate::spec::VolumeSpec;
+use crate::spec::SpecHead;
 
 /// The unique volume name `<driver>^<volumeHandle>` of a PersistentVolume spec (inline volumes
 /// have none: `KCSI_ERR_INVALID_ARGUMENT`). Caller frees `*name_out` with `kcsi_string_free`.
@@ -21,7 +21,7 @@ pub extern "C" fn kcsi_get_volume_name(
 ) -> kcsi_result {
     guard("kcsi_get_volume_name", err_out, || {
         host_arg(h)?;
-        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(name_out, "name_out")?;
         write_string(name_out, &plugin::volume_name(&spec)?);
         Ok(())
@@ -38,7 +38,7 @@ pub extern "C" fn kcsi_can_support(
 ) -> kcsi_result {
     guard("kcsi_can_support", err_out, || {
         host_arg(h)?;
-        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
         write_value(out, plugin::can_support(&spec));
         Ok(())
@@ -56,7 +56,7 @@ pub extern "C" fn kcsi_can_attach(
 ) -> kcsi_result {
     guard("kcsi_can_attach", err_out, || {
         let host = host_arg(h)?;
-        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
         write_value(out, plugin::can_attach(host, &spec)?);
         Ok(())
@@ -74,7 +74,7 @@ pub extern "C" fn kcsi_can_device_mount(
 ) -> kcsi_result {
     guard("kcsi_can_device_mount", err_out, || {
         host_arg(h)?;
-        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
         write_value(out, plugin::can_device_mount(&spec)?);
         Ok(())
@@ -92,7 +92,7 @@ pub extern "C" fn kcsi_requires_remount(
 ) -> kcsi_result {
     guard("kcsi_requires_remount", err_out, || {
         let host = host_arg(h)?;
-        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
         write_value(out, plugin::requires_remount(host, &spec));
         Ok(())
