@@ -2,7 +2,6 @@
 //! store, Kubernetes access). Hosts never share state; only the runtime is process-wide.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use k8s_openapi::api::authentication::v1::TokenRequestStatus;
 use k8s_openapi::api::core::v1::Pod;
@@ -15,41 +14,48 @@ use crate::csi_client::NodeInfo;
 use crate::driver_facts::DriverFacts;
 use crate::driver_store::DriverStore;
 use crate::error::{Error, ErrorKind, Result};
+use crate::kube::{objects, Kube};
 use crate::paths::Layout;
 
 pub struct Host {
     pub config: HostConfig,
     pub layout: Layout,
     pub drivers: DriverStore,
-    /// Upstream's `SetKubeletError`: why the node is not ready yet, if anything.
-    last_error: Mutex<Option<String>>,
+    /// The API server side; `None` when standalone. Dropping it stops its background tasks.
+    pub kube: Option<Kube>,
 }
 
 impl Host {
     /// Creates a host. Must run inside the runtime (clients spawn tasks).
     pub fn new(config: HostConfig) -> Result<Host> {
-        if let Some(kubeconfig) = &config.kubeconfig {
-            return Err(Error::new(
-                ErrorKind::NotSupported,
-                format!(
-                    "kubeconfig {} given, but this kcsi build cannot keep Node and CSINode objects yet; \
-                     leave \"kubeconfig\" out to run standalone",
-                    kubeconfig.display()
-                ),
-            ));
-        }
-        tracing::warn!("kubernetes.io/csi: kubeclient not set, assuming standalone kubelet");
+        let kube = match &config.kubeconfig {
+            Some(kubeconfig) => Some(Kube::start(&config, kubeconfig)?),
+            None => {
+                tracing::warn!(
+                    "kubernetes.io/csi: kubeclient not set, assuming standalone kubelet"
+                );
+                None
+            }
+        };
         Ok(Host {
             layout: Layout::new(config.root_dir.clone()),
             config,
             drivers: DriverStore::default(),
-            last_error: Mutex::new(None),
+            kube,
         })
     }
 
-    /// The CSIDriver facts for `driver`; standalone hosts read them from their config.
+    /// The CSIDriver facts for `driver`: from the watched CSIDriver objects, or on standalone
+    /// hosts from their config.
     pub fn driver_facts(&self, driver: &str) -> Result<DriverFacts> {
-        let object = self.config.csi_drivers.iter().find(|d| d.metadata.name.as_deref() == Some(driver));
+        if let Some(kube) = &self.kube {
+            return DriverFacts::new(driver, kube.drivers.get(driver)?.as_deref());
+        }
+        let object = self
+            .config
+            .csi_drivers
+            .iter()
+            .find(|d| d.metadata.name.as_deref() == Some(driver));
         DriverFacts::new(driver, object)
     }
 
@@ -60,25 +66,37 @@ impl Host {
             return Err(Error::not_found("driver name is empty").transient());
         }
         self.drivers.get(name).ok_or_else(|| {
-            Error::not_found(format!("driver name {name} not found in the list of registered CSI drivers")).transient()
+            Error::not_found(format!(
+                "driver name {name} not found in the list of registered CSI drivers"
+            ))
+            .transient()
         })
     }
 
-    fn no_api(&self, what: &str) -> Error {
-        Error::new(
-            ErrorKind::NotSupported,
-            format!("{what}: this host runs standalone (no \"kubeconfig\"), so there is no API server to ask"),
-        )
+    /// The API server side, or the standalone host's refusal to do `what`.
+    fn kube(&self, what: &str) -> Result<&Kube> {
+        self.kube.as_ref().ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotSupported,
+                format!("{what}: this host runs standalone (no \"kubeconfig\"), so there is no API server to ask"),
+            )
+        })
     }
 
     /// GET a VolumeAttachment by name, straight from the API server (not a cache).
     pub async fn volume_attachment(&self, name: &str) -> Result<VolumeAttachment> {
-        Err(self.no_api(&format!("cannot read VolumeAttachment {name}")))
+        let kube = self.kube(&format!("cannot read VolumeAttachment {name}"))?;
+        objects::volume_attachment(&kube.api, self.config.timeout, name).await
     }
 
     /// A Secret's `data`, values as strings.
-    pub async fn secret_data(&self, namespace: &str, name: &str) -> Result<BTreeMap<String, String>> {
-        Err(self.no_api(&format!("cannot read Secret {namespace}/{name}")))
+    pub async fn secret_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<BTreeMap<String, String>> {
+        let kube = self.kube(&format!("cannot read Secret {namespace}/{name}"))?;
+        objects::secret_data(&kube.api, self.config.timeout, namespace, name).await
     }
 
     /// A service-account token for `pod` (TokenRequest bound to the pod).
@@ -88,29 +106,63 @@ impl Host {
         audiences: Vec<String>,
         expiration_seconds: i64,
     ) -> Result<TokenRequestStatus> {
-        let _ = (audiences, expiration_seconds);
-        let sa = pod.spec.as_ref().and_then(|s| s.service_account_name.clone()).unwrap_or_default();
+        let sa = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default();
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        Err(self.no_api(&format!("cannot request a token for service account {ns}/{sa}")))
+        let kube = self.kube(&format!(
+            "cannot request a token for service account {ns}/{sa}"
+        ))?;
+        objects::service_account_token(
+            &kube.api,
+            self.config.timeout,
+            pod,
+            audiences,
+            expiration_seconds,
+        )
+        .await
     }
 
-    /// Publishes a registered driver's node info to the Node and CSINode objects.
-    pub async fn install_node_info(&self, _driver: &str, _info: &NodeInfo) -> Result<()> {
-        Ok(())
+    /// Publishes a registered driver's node info to the Node and CSINode objects (nothing to
+    /// publish when standalone).
+    pub async fn install_node_info(&self, driver: &str, info: &NodeInfo) -> Result<()> {
+        let Some(kube) = &self.kube else {
+            return Ok(());
+        };
+        kube.node_info
+            .install(
+                driver,
+                &info.node_id,
+                info.max_volumes_per_node,
+                info.topology.as_ref(),
+            )
+            .await
     }
 
     /// Removes a driver's node info from the Node and CSINode objects.
-    pub async fn uninstall_node_info(&self, _driver: &str) -> Result<()> {
-        Ok(())
+    pub async fn uninstall_node_info(&self, driver: &str) -> Result<()> {
+        let Some(kube) = &self.kube else {
+            return Ok(());
+        };
+        kube.node_info.uninstall(driver).await
     }
 
+    /// `csiNodeInitialized`/`lastError` follow the CSINode start-up (upstream's
+    /// `SetKubeletError`); a standalone host has no CSINode to initialise.
     pub fn status(&self) -> serde_json::Value {
-        let last_error = self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (initialized, last_error) = self
+            .kube
+            .as_ref()
+            .map_or((false, None), |k| k.startup.snapshot());
         json!({
             "nodeName": self.config.node_name,
-            "standalone": self.config.kubeconfig.is_none(),
-            "csiNodeInitialized": false,
+            "standalone": self.kube.is_none(),
+            "csiNodeInitialized": initialized,
             "lastError": last_error,
+            "csiDriversSynced": self.kube.as_ref().map(|k| k.drivers.is_synced()),
+            "apiRequests": self.kube.as_ref().map(|k| k.api.requests_sent()),
             "drivers": self.drivers_json(),
         })
     }

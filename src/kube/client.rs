@@ -1,0 +1,160 @@
+//! The Kubernetes client built from the host's kubeconfig, and the mapping of its failures to
+//! kcsi errors that name the object.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::kube::config::{KubeConfigOptions, Kubeconfig};
+use ::kube::Client;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A client plus the number of HTTP requests it has sent (watch connections included), which
+/// the host reports so the cost of a registration can be measured.
+#[derive(Clone)]
+pub struct ApiClient {
+    pub client: Client,
+    requests: Arc<AtomicU64>,
+}
+
+impl ApiClient {
+    /// Connects lazily: no request is sent until the first call. Must run inside the runtime.
+    pub fn from_kubeconfig(path: &Path) -> Result<ApiClient> {
+        let what = format!("kubeconfig {}", path.display());
+        let kubeconfig = Kubeconfig::read_from(path)
+            .map_err(|e| Error::invalid(format!("cannot read {what}: {e}")))?;
+        let config = ready(::kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &KubeConfigOptions::default(),
+        ))
+        .ok_or_else(|| Error::internal(format!("loading {what} did not complete synchronously")))?
+        .map_err(|e| Error::invalid(format!("cannot use {what}: {e}")))?;
+        let requests = Arc::new(AtomicU64::new(0));
+        let count = tower::util::MapRequestLayer::new(counting(requests.clone()));
+        let client = ::kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| {
+                Error::invalid(format!("cannot build a Kubernetes client from {what}: {e}"))
+            })?
+            .with_layer(&count)
+            .build();
+        Ok(ApiClient { client, requests })
+    }
+
+    pub fn requests_sent(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+/// A request mapper that only counts.
+fn counting<R>(counter: Arc<AtomicU64>) -> impl Fn(R) -> R + Clone {
+    move |req| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        req
+    }
+}
+
+/// Polls a future once. kube 5's `Config::from_custom_kubeconfig` is `async` in signature only
+/// (it never awaits), and `Host::new` is synchronous and runs inside the runtime, where
+/// blocking on a future is impossible.
+fn ready<F: std::future::Future>(fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// A failed API call: the kcsi error plus the HTTP status the API server answered, if any.
+#[derive(Clone, Debug)]
+pub struct ApiError {
+    pub error: Error,
+    pub code: Option<u16>,
+}
+
+impl ApiError {
+    pub fn is_not_found(&self) -> bool {
+        self.code == Some(404)
+    }
+
+    /// 409: someone else changed the object since we read it (optimistic concurrency).
+    pub fn is_conflict(&self) -> bool {
+        self.code == Some(409)
+    }
+
+    /// An error that did not come from the API server (e.g. a topology collision).
+    pub fn local(error: Error) -> ApiError {
+        ApiError { error, code: None }
+    }
+}
+
+impl From<ApiError> for Error {
+    fn from(e: ApiError) -> Error {
+        e.error
+    }
+}
+
+/// Runs one API call with a deadline. `action` names it with its object, e.g.
+/// `get VolumeAttachment csi-…` or `get Secret ns/name`; messages never carry object
+/// contents (a Secret's or token's value cannot leak through them).
+pub async fn call<T>(
+    timeout: Duration,
+    action: &str,
+    fut: impl std::future::Future<Output = Result<T, ::kube::Error>>,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(map_error(action, &e)),
+        Err(_) => Err(ApiError {
+            error: Error::new(
+                ErrorKind::Timeout,
+                format!("{action}: no answer from the API server within {timeout:?}"),
+            ),
+            code: None,
+        }),
+    }
+}
+
+fn map_error(action: &str, err: &::kube::Error) -> ApiError {
+    use ::kube::Error as K;
+    match err {
+        K::Api(status) => {
+            let kind = if status.code == 404 { ErrorKind::NotFound } else { ErrorKind::Kubernetes };
+            let reason = if status.reason.is_empty() { String::new() } else { format!(", reason {}", status.reason) };
+            ApiError {
+                error: Error::new(kind, format!("{action}: {} (HTTP {}{reason})", status.message, status.code)),
+                code: Some(status.code),
+            }
+        }
+        // serde_json's messages may quote values from the document: keep only the position.
+        K::SerdeError(e) => ApiError {
+            error: Error::new(
+                ErrorKind::Kubernetes,
+                format!("{action}: cannot decode the API server's answer ({:?} error at line {} column {})", e.classify(), e.line(), e.column()),
+            ),
+            code: None,
+        },
+        K::HyperError(_) | K::Service(_) => ApiError {
+            error: Error::new(ErrorKind::Unavailable, format!("{action}: API server unreachable: {}", chain(err))),
+            code: None,
+        },
+        _ => ApiError { error: Error::new(ErrorKind::Kubernetes, format!("{action}: {}", chain(err))), code: None },
+    }
+}
+
+/// An error and its sources, `a: b: c` (transport errors hide the useful part, e.g.
+/// "Connection refused", in their sources).
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}

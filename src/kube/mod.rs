@@ -1,0 +1,65 @@
+//! Kubernetes access for a host with a kubeconfig: the API client, the watched CSIDriver
+//! objects, direct reads (VolumeAttachment, Secret, TokenRequest), the node info manager and
+//! the CSINode start-up task. Standalone hosts have none of this.
+
+mod backoff;
+pub mod client;
+pub mod csi_driver_store;
+pub mod csinode_init;
+pub mod node_info;
+pub mod objects;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+
+use crate::config::HostConfig;
+use crate::error::Result;
+use client::ApiClient;
+use csi_driver_store::CsiDriverStore;
+use csinode_init::Startup;
+use node_info::NodeInfoManager;
+
+pub struct Kube {
+    pub api: ApiClient,
+    pub drivers: CsiDriverStore,
+    pub node_info: Arc<NodeInfoManager>,
+    pub startup: Arc<Startup>,
+    /// The CSIDriver watch and the CSINode start-up; aborted when the host goes.
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Kube {
+    /// Builds the client and starts the background tasks; sends no request itself, so a
+    /// missing API server does not delay the host.
+    pub fn start(config: &HostConfig, kubeconfig: &Path) -> Result<Kube> {
+        let runtime = crate::runtime::handle()?;
+        let _enter = runtime.enter();
+        let api = ApiClient::from_kubeconfig(kubeconfig)?;
+        let (drivers, watch) = CsiDriverStore::start(api.client.clone(), &runtime);
+        let node_info = Arc::new(NodeInfoManager::new(
+            api.clone(),
+            &config.node_name,
+            node_info::migrated_plugins(config),
+            config.timeout,
+        ));
+        let startup = Arc::new(Startup::default());
+        let init = runtime.spawn(csinode_init::run(node_info.clone(), startup.clone()));
+        Ok(Kube {
+            api,
+            drivers,
+            node_info,
+            startup,
+            tasks: vec![watch, init],
+        })
+    }
+}
+
+impl Drop for Kube {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

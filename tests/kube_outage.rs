@@ -1,0 +1,167 @@
+//! API server outages: at host start and during registration. These stop and start this test
+//! binary's own kube-apiserver, so they run one at a time.
+
+mod common;
+mod kube_support;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{short_tempdir, ApiServer, DriverProcess};
+use kcsi::config::HostConfig;
+use kcsi::error::{ErrorClass, ErrorKind};
+use kcsi::host::Host;
+use kcsi::kube::node_info::ANNOTATION_NODE_ID;
+use kcsi::registration;
+use serde_json::json;
+
+use kube_support::*;
+
+/// Outage tests must not overlap: each stops the shared API server.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn host(node: &str) -> (tempfile::TempDir, Host) {
+    let root = short_tempdir("kcsi-root");
+    let config =
+        HostConfig::from_json(&ApiServer::shared().host_config(root.path(), node)).unwrap();
+    (root, Host::new(config).unwrap())
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Restarts the API server even when the test body panics.
+struct RestartOnDrop;
+
+impl Drop for RestartOnDrop {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            ApiServer::shared().start_apiserver();
+        }
+    }
+}
+
+#[test]
+fn api_server_down_at_host_start_reports_not_initialized_until_it_is_up() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let c = admin();
+    let node = unique("down-at-start");
+    create_node(&c, &node, &[], &[], &[]);
+    let api = ApiServer::shared();
+    api.stop_apiserver();
+    let _restart = RestartOnDrop;
+
+    let start = Instant::now();
+    let (_root, host) = host(&node);
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "kcsi_host_new must not wait for the API server"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let status = host.status();
+    assert_eq!(status["csiNodeInitialized"], json!(false));
+    assert_eq!(status["lastError"], json!("CSINode is not yet initialized"));
+    assert_eq!(status["csiDriversSynced"], json!(false));
+    let err = host.driver_facts("any.csi.example.com").unwrap_err();
+    assert_eq!(
+        (err.kind, err.class),
+        (ErrorKind::Unavailable, ErrorClass::Transient),
+        "{}",
+        err.message
+    );
+
+    api.start_apiserver();
+
+    wait_until("csiNodeInitialized", Duration::from_secs(60), || {
+        host.status()["csiNodeInitialized"] == json!(true)
+    });
+    assert_eq!(host.status()["lastError"], json!(null));
+    assert!(get_csinode(&c, &node).is_some());
+    wait_until("CSIDriver list", Duration::from_secs(60), || {
+        host.status()["csiDriversSynced"] == json!(true)
+    });
+}
+
+#[test]
+fn missing_node_reports_the_initialization_error_and_recovers_when_the_node_appears() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let c = admin();
+    let node = unique("late-node");
+    let (_root, host) = host(&node);
+    wait_until("an initialization error", Duration::from_secs(30), || {
+        host.status()["lastError"].as_str().is_some_and(|e| {
+            e.starts_with("failed to initialize CSINode: error updating CSINode annotation:")
+        })
+    });
+    assert!(host.status()["lastError"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("get Node {node}")));
+    create_node(&c, &node, &[], &[], &[]);
+    // initBackoff pauses grow to ~15 s, so this may take a while.
+    wait_until("csiNodeInitialized", Duration::from_secs(90), || {
+        host.status()["csiNodeInitialized"] == json!(true)
+    });
+    assert_eq!(host.status()["lastError"], json!(null));
+}
+
+#[test]
+fn api_server_stopped_during_registration_leaves_the_driver_unregistered() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let c = admin();
+    let node = unique("down-at-register");
+    create_node(&c, &node, &[], &[], &[]);
+    let driver = DriverProcess::mock(&format!("{node}.csi.example.com"), &["--enable-topology"]);
+    let (_root, host) = host(&node);
+    wait_until("csiNodeInitialized", Duration::from_secs(30), || {
+        host.status()["csiNodeInitialized"] == json!(true)
+    });
+    let api = ApiServer::shared();
+    api.stop_apiserver();
+    let _restart = RestartOnDrop;
+
+    let err = run(registration::register(
+        &host,
+        &driver.name,
+        &driver.endpoint(),
+        &["1.0.0".into()],
+        None,
+    ))
+    .unwrap_err();
+
+    assert_eq!(err.kind, ErrorKind::Unavailable, "{}", err.message);
+    assert_eq!(err.class, ErrorClass::Transient);
+    assert!(
+        err.message.starts_with("error updating Node object with CSI driver node info: error updating node: timed out waiting for the condition; caused by:")
+            && err.message.contains(&format!("get Node {node}: API server unreachable")),
+        "{}",
+        err.message
+    );
+    assert_eq!(host.drivers_json(), json!([]), "kcsi_list_drivers is empty");
+    assert!(
+        host.drivers.get(&driver.name).is_none(),
+        "the store holds no half registration"
+    );
+
+    api.start_apiserver();
+    let n = get_node(&c, &node);
+    assert!(annotation(&n, ANNOTATION_NODE_ID).is_none());
+    assert!(get_csinode(&c, &node).unwrap().spec.drivers.is_empty());
+    run(registration::register(
+        &host,
+        &driver.name,
+        &driver.endpoint(),
+        &["1.0.0".into()],
+        None,
+    ))
+    .unwrap();
+    assert!(annotation(&get_node(&c, &node), ANNOTATION_NODE_ID).is_some());
+}

@@ -1,0 +1,673 @@
+//! Hosts with a kubeconfig against a real kube-apiserver and Kubernetes' mock CSI driver:
+//! registration publishes to Node and CSINode, CSINode start-up, CSIDriver-backed queries,
+//! and the direct reads (VolumeAttachment, Secret, TokenRequest).
+
+mod common;
+mod kube_support;
+
+use std::collections::BTreeMap;
+use std::ffi::{c_char, CStr, CString};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{short_tempdir, ApiServer, DriverProcess};
+use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
+use kcsi::config::HostConfig;
+use kcsi::error::ErrorKind;
+use kcsi::ffi::error::{kcsi_error, kcsi_string_free};
+use kcsi::ffi::host::{kcsi_host, kcsi_host_free, kcsi_host_new, kcsi_host_status};
+use kcsi::ffi::queries::{kcsi_can_attach, kcsi_requires_remount};
+use kcsi::host::Host;
+use kcsi::kube::node_info::ANNOTATION_NODE_ID;
+use kcsi::registration;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::ResourceExt;
+use serde_json::json;
+
+use kube_support::*;
+
+const TOPOLOGY_KEY: &str = "io.kubernetes.storage.mock/node";
+const TOPOLOGY_VALUE: &str = "some-mock-node";
+
+/// A host for `node` (which must exist) using the shared API server.
+fn host(node: &str) -> (tempfile::TempDir, Host) {
+    let root = short_tempdir("kcsi-root");
+    let config =
+        HostConfig::from_json(&ApiServer::shared().host_config(root.path(), node)).unwrap();
+    (root, Host::new(config).unwrap())
+}
+
+fn register(
+    host: &Host,
+    driver: &DriverProcess,
+) -> kcsi::error::Result<kcsi::csi_client::NodeInfo> {
+    run(registration::register(
+        host,
+        &driver.name,
+        &driver.endpoint(),
+        &["1.0.0".to_string()],
+        None,
+    ))
+}
+
+fn deregister(host: &Host, name: &str) {
+    run(registration::deregister(host, name)).unwrap();
+}
+
+fn listed(host: &Host) -> Vec<String> {
+    host.drivers_json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn node_ids(c: &kcsi::kube::client::ApiClient, node: &str) -> BTreeMap<String, String> {
+    annotation(&get_node(c, node), ANNOTATION_NODE_ID)
+        .map(|a| serde_json::from_str(a).unwrap())
+        .unwrap_or_default()
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn register_publishes_node_info_and_deregister_removes_it_but_keeps_labels() {
+    let c = admin();
+    let node = unique("reg");
+    create_node(&c, &node, &[], &[], &[]);
+    let driver = DriverProcess::mock(
+        &format!("{node}.csi.example.com"),
+        &["--enable-topology", "--attach-limit=3"],
+    );
+    let (_root, host) = host(&node);
+
+    register(&host, &driver).unwrap();
+
+    assert_eq!(listed(&host), vec![driver.name.clone()]);
+    assert_eq!(node_ids(&c, &node), map(&[(&driver.name, &driver.name)]));
+    assert_eq!(
+        labels(&get_node(&c, &node))
+            .get(TOPOLOGY_KEY)
+            .map(String::as_str),
+        Some(TOPOLOGY_VALUE)
+    );
+    let csinode = get_csinode(&c, &node).unwrap();
+    assert_eq!(
+        drivers_json(&csinode),
+        json!([{"name": driver.name, "nodeID": driver.name, "topologyKeys": [TOPOLOGY_KEY], "allocatable": {"count": 3}}])
+    );
+
+    deregister(&host, &driver.name);
+
+    assert!(listed(&host).is_empty());
+    assert!(annotation(&get_node(&c, &node), ANNOTATION_NODE_ID).is_none());
+    assert_eq!(
+        labels(&get_node(&c, &node))
+            .get(TOPOLOGY_KEY)
+            .map(String::as_str),
+        Some(TOPOLOGY_VALUE)
+    );
+    assert!(get_csinode(&c, &node).unwrap().spec.drivers.is_empty());
+}
+
+#[test]
+fn host_status_reports_csinode_initialized_once_the_api_server_answers() {
+    let c = admin();
+    let node = unique("init");
+    create_node(&c, &node, &[], &[], &[]);
+    let (_root, host) = host(&node);
+    wait_until("csiNodeInitialized", Duration::from_secs(30), || {
+        host.status()["csiNodeInitialized"] == json!(true)
+    });
+    let status = host.status();
+    assert_eq!(status["lastError"], json!(null));
+    assert_eq!(status["standalone"], json!(false));
+    let csinode = get_csinode(&c, &node).expect("CSINode created at start-up");
+    assert_eq!(csinode.metadata.owner_references.unwrap()[0].name, node);
+}
+
+#[test]
+fn reregister_after_a_topology_change_fails_with_the_collision_and_stays_unregistered() {
+    let c = admin();
+    let node = unique("topo");
+    create_node(&c, &node, &[], &[], &[]);
+    let driver = DriverProcess::mock(&format!("{node}.csi.example.com"), &["--enable-topology"]);
+    let (_root, host) = host(&node);
+    register(&host, &driver).unwrap();
+    deregister(&host, &driver.name);
+    // The label left by the last registration now names another place, as if the driver had
+    // moved: labels are add-only, so the next registration collides.
+    let mut n = get_node(&c, &node);
+    n.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(TOPOLOGY_KEY.into(), "elsewhere".into());
+    run(nodes(&c).replace(&node, &PostParams::default(), &n)).unwrap();
+
+    let err = register(&host, &driver).unwrap_err();
+
+    assert!(
+        err.message.contains(&format!(
+            "detected topology value collision: driver reported \"{TOPOLOGY_KEY}\":\"{TOPOLOGY_VALUE}\" but existing label is \"{TOPOLOGY_KEY}\":\"elsewhere\""
+        )),
+        "{}",
+        err.message
+    );
+    assert!(listed(&host).is_empty());
+    assert!(host.drivers.get(&driver.name).is_none());
+    assert!(node_ids(&c, &node).is_empty());
+    assert!(get_csinode(&c, &node).unwrap().spec.drivers.is_empty());
+}
+
+#[test]
+fn two_hosts_for_two_nodes_register_concurrently_without_seeing_each_other() {
+    let c = admin();
+    let nodes_: Vec<String> = (0..2).map(|_| unique("pair")).collect();
+    for n in &nodes_ {
+        create_node(&c, n, &[], &[], &[]);
+    }
+    let threads: Vec<_> = nodes_
+        .iter()
+        .map(|n| {
+            let n = n.clone();
+            std::thread::spawn(move || {
+                let drivers: Vec<DriverProcess> = (0..3)
+                    .map(|i| DriverProcess::mock(&format!("d{i}.{n}.csi.example.com"), &[]))
+                    .collect();
+                let (_root, host) = host(&n);
+                let hosts_drivers: Vec<_> = drivers.iter().collect();
+                std::thread::scope(|s| {
+                    for d in &hosts_drivers {
+                        let host = &host;
+                        s.spawn(move || register(host, d).unwrap());
+                    }
+                });
+                (
+                    n,
+                    listed(&host),
+                    drivers.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
+                )
+            })
+        })
+        .collect();
+    for t in threads {
+        let (n, listed, mut names) = t.join().unwrap();
+        names.sort();
+        assert_eq!(listed, names, "host of {n} lists only its own drivers");
+        let ids: Vec<String> = node_ids(&c, &n).into_keys().collect();
+        assert_eq!(ids, names, "Node {n} annotation has exactly its drivers");
+        let mut entries: Vec<String> = get_csinode(&c, &n)
+            .unwrap()
+            .spec
+            .drivers
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        entries.sort();
+        assert_eq!(entries, names, "CSINode {n} has exactly its drivers");
+    }
+}
+
+/// Another writer of `name`: adds its own annotations by read-modify-write with the
+/// resourceVersion (as `kubectl edit` does), retrying on conflict, until `stop`. Returns how
+/// many it added.
+fn other_writer<K>(
+    api: Api<K>,
+    name: String,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<usize>
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    std::thread::spawn(move || {
+        let mut written = 0;
+        while !stop.load(Ordering::SeqCst) {
+            loop {
+                let mut object = run(api.get(&name)).expect("other writer: get");
+                object
+                    .annotations_mut()
+                    .insert(format!("example.com/other-{written}"), "x".into());
+                match run(api.replace(&name, &PostParams::default(), &object)) {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                    Err(e) => panic!("other writer: {e}"),
+                }
+            }
+            written += 1;
+        }
+        written
+    })
+}
+
+fn assert_all_kept(annotations: &BTreeMap<String, String>, written: usize, what: &str) {
+    assert!(written > 0, "the other writer of the {what} made no update");
+    for i in 0..written {
+        assert!(
+            annotations.contains_key(&format!("example.com/other-{i}")),
+            "the other writer's {what} annotation {i} of {written} was lost"
+        );
+    }
+}
+
+#[test]
+fn register_cycles_racing_other_writers_of_node_and_csinode_lose_no_update() {
+    let c = admin();
+    let node = unique("race");
+    create_node(&c, &node, &[], &[], &[]);
+    let driver = DriverProcess::mock(&format!("{node}.csi.example.com"), &["--enable-topology"]);
+    let (_root, host) = host(&node);
+    wait_until("csiNodeInitialized", Duration::from_secs(30), || {
+        host.status()["csiNodeInitialized"] == json!(true)
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let node_writer = other_writer(nodes(&c), node.clone(), stop.clone());
+    let csinode_writer = other_writer(csinodes(&c), node.clone(), stop.clone());
+    for cycle in 0..20 {
+        register(&host, &driver).unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        assert_eq!(
+            node_ids(&c, &node).get(&driver.name),
+            Some(&driver.name),
+            "cycle {cycle}"
+        );
+        let entries = get_csinode(&c, &node).unwrap().spec.drivers;
+        assert_eq!(entries.len(), 1, "cycle {cycle}");
+        deregister(&host, &driver.name);
+        assert!(
+            !node_ids(&c, &node).contains_key(&driver.name),
+            "cycle {cycle}"
+        );
+        assert!(
+            get_csinode(&c, &node).unwrap().spec.drivers.is_empty(),
+            "cycle {cycle}"
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (node_writes, csinode_writes) =
+        (node_writer.join().unwrap(), csinode_writer.join().unwrap());
+    assert_all_kept(
+        &get_node(&c, &node).metadata.annotations.unwrap_or_default(),
+        node_writes,
+        "Node",
+    );
+    assert_all_kept(
+        &get_csinode(&c, &node)
+            .unwrap()
+            .metadata
+            .annotations
+            .unwrap_or_default(),
+        csinode_writes,
+        "CSINode",
+    );
+    eprintln!("other writers made {node_writes} Node and {csinode_writes} CSINode updates during 20 cycles");
+}
+
+#[test]
+fn node_recreated_with_the_same_name_gets_a_fresh_csinode_at_the_next_registration() {
+    let c = admin();
+    let node = unique("recreate");
+    let first = create_node(&c, &node, &[], &[], &[]);
+    let driver = DriverProcess::mock(&format!("{node}.csi.example.com"), &[]);
+    let (_root, host) = host(&node);
+    register(&host, &driver).unwrap();
+    deregister(&host, &driver.name);
+    delete_node(&c, &node);
+    let second = create_node(&c, &node, &[], &[], &[]);
+    assert_ne!(first.metadata.uid, second.metadata.uid);
+
+    register(&host, &driver).unwrap();
+
+    let csinode = get_csinode(&c, &node).unwrap();
+    assert_eq!(
+        csinode.metadata.owner_references.as_ref().unwrap()[0].uid,
+        second.metadata.uid.unwrap()
+    );
+    assert_eq!(
+        drivers_json(&csinode),
+        json!([{"name": driver.name, "nodeID": driver.name}])
+    );
+}
+
+/// A host made through the C API, for the queries (kcsi_can_attach, kcsi_requires_remount).
+struct CHost {
+    h: *mut kcsi_host,
+    _root: tempfile::TempDir,
+}
+
+impl CHost {
+    fn new(node: &str) -> CHost {
+        let root = short_tempdir("kcsi-root");
+        let config = CString::new(ApiServer::shared().host_config(root.path(), node)).unwrap();
+        let mut h = ptr::null_mut();
+        assert_eq!(kcsi_host_new(config.as_ptr(), &mut h, ptr::null_mut()), 0);
+        CHost { h, _root: root }
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let mut out = ptr::null_mut();
+        assert_eq!(kcsi_host_status(self.h, &mut out, ptr::null_mut()), 0);
+        let v = serde_json::from_str(unsafe { CStr::from_ptr(out) }.to_str().unwrap()).unwrap();
+        kcsi_string_free(out);
+        v
+    }
+
+    fn query(
+        &self,
+        f: extern "C" fn(*mut kcsi_host, *const c_char, *mut bool, *mut *mut kcsi_error) -> i32,
+        spec: &CStr,
+    ) -> bool {
+        let mut out = false;
+        assert_eq!(f(self.h, spec.as_ptr(), &mut out, ptr::null_mut()), 0);
+        out
+    }
+}
+
+impl Drop for CHost {
+    fn drop(&mut self) {
+        kcsi_host_free(self.h);
+    }
+}
+
+#[test]
+fn queries_follow_csidriver_objects_created_changed_and_deleted() {
+    let c = admin();
+    let node = unique("facts");
+    create_node(&c, &node, &[], &[], &[]);
+    let host = CHost::new(&node);
+    let name = format!("{node}.csi.example.com");
+    let spec = CString::new(
+        json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": name, "volumeHandle": "h-1"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let can_attach = || host.query(kcsi_can_attach, &spec);
+    let requires_remount = || host.query(kcsi_requires_remount, &spec);
+    wait_until("CSIDriver list", Duration::from_secs(30), || {
+        host.status()["csiDriversSynced"] == json!(true)
+    });
+    assert!(can_attach(), "no CSIDriver: attach required");
+    assert!(!requires_remount());
+
+    let api: Api<CSIDriver> = Api::all(c.client.clone());
+    let object: CSIDriver = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"attachRequired": false, "podInfoOnMount": true, "fsGroupPolicy": "File"}
+    }))
+    .unwrap();
+    run(api.create(&PostParams::default(), &object)).unwrap();
+    wait_until("attachRequired false", Duration::from_secs(10), || {
+        !can_attach()
+    });
+
+    let mut current = run(api.get(&name)).unwrap();
+    current.spec.requires_republish = Some(true);
+    run(api.replace(&name, &PostParams::default(), &current)).unwrap();
+    wait_until(
+        "requiresRepublish true",
+        Duration::from_secs(10),
+        requires_remount,
+    );
+
+    run(api.delete(&name, &DeleteParams::default())).unwrap();
+    wait_until("defaults again", Duration::from_secs(10), can_attach);
+    assert!(!requires_remount());
+}
+
+#[test]
+fn driver_facts_come_from_the_csidriver_object_with_api_defaults() {
+    let c = admin();
+    let node = unique("facts2");
+    create_node(&c, &node, &[], &[], &[]);
+    let (_root, host) = host(&node);
+    let name = format!("{node}.csi.example.com");
+    wait_until("CSIDriver list", Duration::from_secs(30), || {
+        host.status()["csiDriversSynced"] == json!(true)
+    });
+    assert!(!host.driver_facts(&name).unwrap().exists);
+    let object: CSIDriver = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"podInfoOnMount": true, "fsGroupPolicy": "File", "volumeLifecycleModes": ["Ephemeral"],
+                 "seLinuxMount": true, "tokenRequests": [{"audience": "vault.example.com"}]}
+    }))
+    .unwrap();
+    run(Api::<CSIDriver>::all(c.client.clone()).create(&PostParams::default(), &object)).unwrap();
+    wait_until("CSIDriver seen", Duration::from_secs(10), || {
+        host.driver_facts(&name).unwrap().exists
+    });
+    let facts = host.driver_facts(&name).unwrap();
+    assert!(facts.attach_required, "API default");
+    assert!(facts.pod_info_on_mount && facts.se_linux_mount);
+    assert_eq!(
+        facts.fs_group_policy,
+        kcsi::driver_facts::FsGroupPolicy::File
+    );
+    assert_eq!(facts.lifecycle_modes, vec!["Ephemeral".to_string()]);
+    assert_eq!(facts.token_requests[0].expiration_seconds, Some(3600));
+}
+
+#[test]
+fn volume_attachment_and_secret_reads_name_the_object_and_never_the_secret() {
+    let c = admin();
+    let node = unique("reads");
+    create_node(&c, &node, &[], &[], &[]);
+    let (_root, host) = host(&node);
+
+    let err = run(host.volume_attachment("csi-missing")).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NotFound);
+    assert!(
+        err.message.contains("VolumeAttachment csi-missing"),
+        "{}",
+        err.message
+    );
+
+    let va: VolumeAttachment = serde_json::from_value(json!({
+        "metadata": {"name": format!("csi-{node}")},
+        "spec": {"attacher": "x.csi.example.com", "nodeName": node, "source": {"persistentVolumeName": "pv-1"}}
+    }))
+    .unwrap();
+    run(Api::<VolumeAttachment>::all(c.client.clone()).create(&PostParams::default(), &va))
+        .unwrap();
+    assert_eq!(
+        run(host.volume_attachment(&format!("csi-{node}")))
+            .unwrap()
+            .spec
+            .node_name,
+        node
+    );
+
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": node},
+        "data": {"user": "YWRtaW4=", "pass": "czNjcjN0"}
+    }))
+    .unwrap();
+    run(secrets.create(&PostParams::default(), &secret)).unwrap();
+    let data = run(host.secret_data("default", &node)).unwrap();
+    assert_eq!(data, map(&[("pass", "s3cr3t"), ("user", "admin")]));
+
+    let bad: Secret = serde_json::from_value(
+        json!({"metadata": {"name": format!("{node}-bin")}, "data": {"blob": "/w=="}}),
+    )
+    .unwrap();
+    run(secrets.create(&PostParams::default(), &bad)).unwrap();
+    let err = run(host.secret_data("default", &format!("{node}-bin"))).unwrap_err();
+    assert!(
+        err.message.contains(&format!("Secret default/{node}-bin"))
+            && err.message.contains("\"blob\""),
+        "{}",
+        err.message
+    );
+
+    let err = run(host.secret_data("default", "no-such-secret")).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NotFound);
+    assert!(
+        err.message.contains("Secret default/no-such-secret"),
+        "{}",
+        err.message
+    );
+}
+
+/// The JSON payload of a JWT (base64url, no padding).
+fn jwt_payload(token: &str) -> serde_json::Value {
+    let part = token.split('.').nth(1).unwrap();
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let (mut bits, mut acc, mut out) = (0u32, 0u32, Vec::new());
+    for ch in part.bytes() {
+        acc = (acc << 6) | alphabet.iter().position(|&a| a == ch).unwrap() as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn service_account_token_is_bound_to_the_pod_with_the_requested_audience() {
+    let c = admin();
+    let node = unique("token");
+    create_node(&c, &node, &[], &[], &[]);
+    let (_root, host) = host(&node);
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": node}})).unwrap();
+    run(
+        Api::<ServiceAccount>::namespaced(c.client.clone(), "default")
+            .create(&PostParams::default(), &sa),
+    )
+    .unwrap();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": node, "namespace": "default"},
+        "spec": {"serviceAccountName": node, "nodeName": node, "containers": [{"name": "c", "image": "example.com/none"}]}
+    }))
+    .unwrap();
+    let pod =
+        run(Api::<Pod>::namespaced(c.client.clone(), "default")
+            .create(&PostParams::default(), &pod))
+        .unwrap();
+
+    let status =
+        run(host.service_account_token(&pod, vec!["vault.example.com".into()], 3600)).unwrap();
+
+    let claims = jwt_payload(status.token.as_deref().expect("token"));
+    assert_eq!(claims["aud"], json!(["vault.example.com"]));
+    assert_eq!(claims["kubernetes.io"]["pod"]["name"], json!(node));
+    assert_eq!(
+        claims["kubernetes.io"]["pod"]["uid"],
+        json!(pod.metadata.uid.unwrap())
+    );
+    assert_eq!(
+        claims["kubernetes.io"]["serviceaccount"]["name"],
+        json!(node)
+    );
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        3600
+    );
+
+    let mut stranger = get_pod_copy(&node);
+    stranger.metadata.uid = Some("00000000-0000-0000-0000-00000000dead".into());
+    let err = run(host.service_account_token(&stranger, vec!["a".into()], 3600)).unwrap_err();
+    assert!(
+        !err.message.contains("eyJ"),
+        "no token material in errors: {}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains(&format!("service account default/{node}")),
+        "{}",
+        err.message
+    );
+}
+
+fn get_pod_copy(name: &str) -> Pod {
+    let c = admin();
+    run(Api::<Pod>::namespaced(c.client.clone(), "default").get(name)).unwrap()
+}
+
+#[test]
+fn standalone_host_still_refuses_api_reads_and_registers_without_api_writes() {
+    let root = short_tempdir("kcsi-root");
+    let host = Host::new(
+        HostConfig::from_json(&common::host_config(root.path(), "standalone-node")).unwrap(),
+    )
+    .unwrap();
+    let err = run(host.volume_attachment("csi-x")).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NotSupported);
+    let driver = DriverProcess::mock("standalone.csi.example.com", &["--enable-topology"]);
+    register(&host, &driver).unwrap();
+    assert_eq!(host.status()["csiNodeInitialized"], json!(false));
+    assert_eq!(host.status()["lastError"], json!(null));
+    deregister(&host, &driver.name);
+}
+
+#[test]
+fn freeing_the_host_stops_its_background_tasks() {
+    // No such Node: the CSINode start-up keeps retrying, so its task is alive until aborted.
+    let node = unique("freed");
+    let (_root, host) = host(&node);
+    let nim = host.kube.as_ref().unwrap().node_info.clone();
+    wait_until("a failed initialization", Duration::from_secs(30), || {
+        host.status()["lastError"] != json!("CSINode is not yet initialized")
+    });
+    assert!(
+        Arc::strong_count(&nim) > 2,
+        "host and start-up task hold the node info manager"
+    );
+    drop(host);
+    wait_until("the start-up task to end", Duration::from_secs(5), || {
+        Arc::strong_count(&nim) == 1
+    });
+}
+
+#[test]
+fn queries_right_after_host_creation_wait_for_the_first_csidriver_list() {
+    let c = admin();
+    let node = unique("early");
+    create_node(&c, &node, &[], &[], &[]);
+    let host = CHost::new(&node);
+    let spec = CString::new(
+        json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": "early.csi.example.com", "volumeHandle": "h"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    assert!(host.query(kcsi_can_attach, &spec));
+    assert_eq!(host.status()["csiDriversSynced"], json!(true));
+}
+
+#[test]
+fn unreadable_kubeconfig_fails_host_creation_naming_the_file() {
+    let root = short_tempdir("kcsi-root");
+    let config =
+        json!({"nodeName": "n", "rootDir": root.path(), "kubeconfig": "/nonexistent/kubeconfig"})
+            .to_string();
+    let err = Host::new(HostConfig::from_json(&config).unwrap())
+        .err()
+        .expect("host creation fails");
+    assert_eq!(err.kind, ErrorKind::InvalidArgument);
+    assert!(
+        err.message.contains("/nonexistent/kubeconfig"),
+        "{}",
+        err.message
+    );
+}
