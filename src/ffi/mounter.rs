@@ -1,0 +1,196 @@
+//! Mounter and unmounter handles (NodePublishVolume / NodeUnpublishVolume).
+
+use std::ffi::c_char;
+use std::sync::Weak;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::boundary::{
+    guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_string, write_value,
+};
+use super::error::kcsi_error;
+use super::host::{host_arg, kcsi_host, upgrade};
+use super::kcsi_result;
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::mounter::{Mounter, MounterArgs, Unmounter};
+use crate::runtime;
+use crate::spec::VolumeSpec;
+
+/// One volume of one pod to publish. Free with `kcsi_mounter_free`.
+pub struct kcsi_mounter {
+    host: Weak<Host>,
+    mounter: Mounter,
+}
+
+/// One published volume of one pod to tear down. Free with `kcsi_unmounter_free`.
+pub struct kcsi_unmounter {
+    host: Weak<Host>,
+    unmounter: Unmounter,
+}
+
+fn mounter_arg<'a>(m: *mut kcsi_mounter) -> Result<&'a kcsi_mounter> {
+    unsafe { m.as_ref() }.ok_or_else(|| Error::invalid("mounter is NULL"))
+}
+
+fn unmounter_arg<'a>(u: *mut kcsi_unmounter) -> Result<&'a kcsi_unmounter> {
+    unsafe { u.as_ref() }.ok_or_else(|| Error::invalid("unmounter is NULL"))
+}
+
+/// Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or
+/// `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does
+/// no I/O and needs no registered driver. Unsafe pod UIDs or volume names are
+/// `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with
+/// `kcsi_mounter_free`; on error it is unchanged.
+#[no_mangle]
+pub extern "C" fn kcsi_mounter_new(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    pod_json: *const c_char,
+    out: *mut *mut kcsi_mounter,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_mounter_new", err_out, || {
+        let host = host_arg(h)?;
+        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
+        let pod: Pod = json_arg(pod_json, "pod_json")?;
+        out_arg(out, "out")?;
+        let mounter = Mounter::new(host, spec, pod)?;
+        write_value(
+            out,
+            Box::into_raw(Box::new(kcsi_mounter {
+                host: std::sync::Arc::downgrade(host),
+                mounter,
+            })),
+        );
+        Ok(())
+    })
+}
+
+/// The mount path the volume is published at:
+/// `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>/mount`. Caller frees `*path_out`
+/// with `kcsi_string_free`.
+#[no_mangle]
+pub extern "C" fn kcsi_mounter_path(
+    m: *mut kcsi_mounter,
+    path_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_mounter_path", err_out, || {
+        let m = mounter_arg(m)?;
+        out_arg(path_out, "path_out")?;
+        write_string(path_out, &m.mounter.path().to_string_lossy());
+        Ok(())
+    })
+}
+
+/// Publishes the volume (the kubelet's `SetUp`): NodePublishVolume into the mount path, with
+/// `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int,
+/// "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string}`, all optional,
+/// unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not
+/// registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final
+/// (then the directory is removed unless something is mounted on it).
+#[no_mangle]
+pub extern "C" fn kcsi_mounter_set_up(
+    m: *mut kcsi_mounter,
+    args_json: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_mounter_set_up", err_out, || {
+        let m = mounter_arg(m)?;
+        let args: MounterArgs = match opt_str_arg(args_json, "args_json")? {
+            None => MounterArgs::default(),
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| Error::invalid(format!("args_json is not valid: {e}")))?,
+        };
+        let host = upgrade(&m.host)?;
+        runtime::block_on(m.mounter.set_up(&host, &args))?
+    })
+}
+
+/// The published volume's usage from NodeGetVolumeStats as JSON: `{"time", "capacityBytes",
+/// "availableBytes", "usedBytes", "inodes", "inodesFree", "inodesUsed"}`, plus `"abnormal"` and
+/// `"message"` when the gate `CSIVolumeHealth` is on and the driver reports volume conditions.
+/// `KCSI_ERR_NOT_SUPPORTED` when the driver lacks GET_VOLUME_STATS. Caller frees
+/// `*metrics_json_out` with `kcsi_string_free`.
+#[no_mangle]
+pub extern "C" fn kcsi_mounter_metrics(
+    m: *mut kcsi_mounter,
+    metrics_json_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_mounter_metrics", err_out, || {
+        let m = mounter_arg(m)?;
+        out_arg(metrics_json_out, "metrics_json_out")?;
+        let host = upgrade(&m.host)?;
+        let metrics = runtime::block_on(m.mounter.metrics(&host))??;
+        let json = serde_json::to_string(&metrics)
+            .map_err(|e| Error::internal(format!("cannot encode metrics: {e}")))?;
+        write_string(metrics_json_out, &json);
+        Ok(())
+    })
+}
+
+/// Frees a mounter (the volume stays published). Calling with NULL is fine.
+#[no_mangle]
+pub extern "C" fn kcsi_mounter_free(m: *mut kcsi_mounter) {
+    guard_value((), || {
+        if !m.is_null() {
+            drop(unsafe { Box::from_raw(m) });
+        }
+    })
+}
+
+/// Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json`
+/// its SetUp wrote (so it works after a restart, with a new host). A missing file is
+/// `KCSI_ERR_NOT_FOUND`, a corrupt one `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`.
+/// On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`.
+#[no_mangle]
+pub extern "C" fn kcsi_unmounter_new(
+    h: *mut kcsi_host,
+    spec_name: *const c_char,
+    pod_uid: *const c_char,
+    out: *mut *mut kcsi_unmounter,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_unmounter_new", err_out, || {
+        let host = host_arg(h)?;
+        let spec_name = str_arg(spec_name, "spec_name")?;
+        let pod_uid = str_arg(pod_uid, "pod_uid")?;
+        out_arg(out, "out")?;
+        let unmounter = Unmounter::new(host, spec_name, pod_uid)?;
+        write_value(
+            out,
+            Box::into_raw(Box::new(kcsi_unmounter {
+                host: std::sync::Arc::downgrade(host),
+                unmounter,
+            })),
+        );
+        Ok(())
+    })
+}
+
+/// Tears the volume down (the kubelet's `TearDown`): NodeUnpublishVolume, then removes the
+/// mount dir and `vol_data.json` unless the target is still mounted. A driver that is not
+/// registered is transient; a failed NodeUnpublishVolume is final.
+#[no_mangle]
+pub extern "C" fn kcsi_unmounter_tear_down(
+    u: *mut kcsi_unmounter,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard("kcsi_unmounter_tear_down", err_out, || {
+        let u = unmounter_arg(u)?;
+        let host = upgrade(&u.host)?;
+        runtime::block_on(u.unmounter.tear_down(&host))?
+    })
+}
+
+/// Frees an unmounter. Calling with NULL is fine.
+#[no_mangle]
+pub extern "C" fn kcsi_unmounter_free(u: *mut kcsi_unmounter) {
+    guard_value((), || {
+        if !u.is_null() {
+            drop(unsafe { Box::from_raw(u) });
+        }
+    })
+}
