@@ -1,0 +1,299 @@
+//! The kubelet side of upstream's `csiAttacher`: WaitForAttach, GetDeviceMountPath, MountDevice
+//! (NodeStageVolume) and UnmountDevice (NodeUnstageVolume), in upstream's order and with its
+//! error classes. Attach and Detach belong to the attach/detach controller, not the kubelet.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use crate::capability::volume_capability;
+use crate::error::{Error, ErrorKind, Result};
+use crate::goquote::quote;
+use crate::host::Host;
+use crate::operation::{classify_rpc, Operation};
+use crate::paths::attachment_name;
+use crate::proto::csi;
+use crate::spec::VolumeSpec;
+use crate::volume_data::{self, keys, VolumeData};
+
+const PREFIX: &str = "kubernetes.io/csi: ";
+
+/// Upstream `DeviceMounterArgs`: `{"fsGroup": int, "seLinuxLabel": string}`, both optional.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MountDeviceArgs {
+    #[serde(default)]
+    pub fs_group: Option<i64>,
+    #[serde(default)]
+    pub se_linux_label: Option<String>,
+}
+
+/// `WaitForAttach`: one GET of the VolumeAttachment `csi-<sha256(handle+driver+node)>`,
+/// returning its name (the "device path" the kubelet passes on).
+///
+/// Like upstream since kubernetes/kubernetes#124398 this reads once and does not poll: the
+/// kubelet's volume manager already retries WaitForAttach with backoff, and polling here would
+/// hold a kubelet worker for the whole timeout while the external attacher is slow. The
+/// timeout bounds that one read. Classes (upstream's errors are untyped, so the operation
+/// executor retries them all alike): a failed GET and "not attached yet" are transient — they
+/// change on their own; an attach error and an attachment being deleted are final.
+pub async fn wait_for_attach(host: &Host, spec: &VolumeSpec, timeout: Duration) -> Result<String> {
+    let src = spec
+        .persistent_source()
+        .map_err(|e| e.context(format!("{PREFIX}attacher.WaitForAttach failed")))?;
+    let name = attachment_name(&src.volume_handle, &src.driver, &host.config.node_name);
+    let volume = &src.volume_handle;
+    let va = match tokio::time::timeout(timeout, host.volume_attachment(&name)).await {
+        Ok(Ok(va)) => va,
+        Ok(Err(e)) => {
+            return Err(e.context(format!("volume {volume} has GET error for volume attachment {name}")).transient())
+        }
+        Err(_) => {
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                format!("volume {volume} has GET error for volume attachment {name}: no answer within {timeout:?}"),
+            )
+            .transient())
+        }
+    };
+    if va.metadata.deletion_timestamp.is_some() {
+        return Err(Error::new(
+            ErrorKind::FailedPrecondition,
+            "volume attachment is being deleted",
+        ));
+    }
+    let status = va.status.unwrap_or_default();
+    if status.attached {
+        return Ok(va.metadata.name.unwrap_or(name));
+    }
+    if let Some(message) = status.attach_error.and_then(|e| e.message) {
+        return Err(Error::new(ErrorKind::FailedPrecondition, message));
+    }
+    Err(Error::new(
+        ErrorKind::FailedPrecondition,
+        format!("volume {volume} is not attached for volume attachment {name}"),
+    )
+    .transient())
+}
+
+/// `GetDeviceMountPath`: `<root>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`.
+pub fn device_mount_path(host: &Host, spec: &VolumeSpec) -> Result<PathBuf> {
+    let src = spec
+        .persistent_source()
+        .map_err(|e| e.context(format!("{PREFIX}attacher.GetDeviceMountPath failed")))?;
+    host.layout
+        .device_mount_path(&src.driver, &src.volume_handle)
+}
+
+/// Refuses a device mount path that is not a clean absolute path under the plugin directory:
+/// MountDevice creates it and may remove it and its parent again.
+fn check_device_mount_path(host: &Host, what: &str, path: &str) -> Result<PathBuf> {
+    if path.is_empty() {
+        return Err(Error::invalid(format!(
+            "{PREFIX}{what} failed, deviceMountPath is empty"
+        )));
+    }
+    let p = Path::new(path);
+    let plugin_dir = host.layout.plugin_dir();
+    let clean = p
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !p.is_absolute()
+        || !clean
+        || !p.starts_with(&plugin_dir)
+        || p.parent() == Some(plugin_dir.as_path())
+    {
+        return Err(Error::invalid(format!(
+            "{PREFIX}{what} failed, deviceMountPath {} is not a clean absolute path below {}",
+            quote(path),
+            plugin_dir.display()
+        )));
+    }
+    Ok(p.to_path_buf())
+}
+
+/// The SELinux `context="<label>"` mount option, when the feature gate is on, the driver's
+/// CSIDriver says `seLinuxMount: true` and the label is not empty (never `context=""`).
+fn selinux_mount_option(host: &Host, driver: &str, label: Option<&str>) -> Result<Option<String>> {
+    let Some(label) = label.filter(|l| !l.is_empty()) else {
+        return Ok(None);
+    };
+    if !host.config.gate("SELinuxMountReadWriteOncePod") {
+        return Ok(None);
+    }
+    let facts = host
+        .driver_facts(driver)
+        .map_err(|e| e.context(format!("{PREFIX}failed to query for SELinuxMount support")))?;
+    Ok(facts
+        .se_linux_mount
+        .then(|| format!("context={}", quote(label))))
+}
+
+/// `MountDevice`: records the global `vol_data.json` and stages the volume at
+/// `device_mount_path` (NodeStageVolume) when the driver has STAGE_UNSTAGE_VOLUME.
+pub async fn mount_device(
+    host: &Host,
+    spec: &VolumeSpec,
+    device_mount_path: &str,
+    args: &MountDeviceArgs,
+) -> Result<()> {
+    let dmp = check_device_mount_path(host, "attacher.MountDevice", device_mount_path)?;
+    let src = spec.persistent_source().map_err(|e| {
+        e.context(format!(
+            "{PREFIX}attacher.MountDevice failed to get CSIPersistentVolumeSource"
+        ))
+    })?;
+    let driver = host.driver(&src.driver).map_err(|e| {
+        e.context(format!(
+            "{PREFIX}attacher.MountDevice failed to create newCsiDriverClient"
+        ))
+    })?;
+    let op = Operation {
+        host,
+        driver,
+        deadline: Instant::now() + host.config.timeout,
+    };
+    let caps = op.capabilities().await?;
+    let publish_context = op
+        .publish_context(&src.volume_handle)
+        .await?
+        .unwrap_or_default();
+    let secrets = if caps.stage_unstage {
+        op.secrets("NodeStageSecretRef", src.node_stage_secret_ref.as_ref())
+            .await?
+    } else {
+        HashMap::new()
+    };
+    let mut mount_flags = spec.mount_options().to_vec();
+    let selinux = selinux_mount_option(host, &src.driver, args.se_linux_label.as_deref())?;
+    mount_flags.extend(selinux.clone());
+
+    volume_data::make_dirs(&dmp).map_err(|e| e.context(format!("{PREFIX}attacher.MountDevice")))?;
+    let data_dir = dmp.parent().unwrap_or(&dmp);
+    let mut data = VolumeData::new();
+    data.insert(keys::VOLUME_HANDLE.into(), src.volume_handle.clone());
+    data.insert(keys::DRIVER_NAME.into(), src.driver.clone());
+    if selinux.is_some() {
+        data.insert(
+            keys::SELINUX_MOUNT_CONTEXT.into(),
+            args.se_linux_label.clone().unwrap_or_default(),
+        );
+    }
+    if let Err(e) = volume_data::save(data_dir, &data) {
+        cleanup_global_mount(&dmp);
+        return Err(e.context(format!("{PREFIX}failed to save volume info data")));
+    }
+    if !caps.stage_unstage {
+        tracing::info!("{PREFIX}attacher.MountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice...");
+        return Ok(());
+    }
+
+    let access_mode = spec
+        .access_modes()
+        .first()
+        .map_or("ReadWriteOnce", String::as_str);
+    let fs_group = if caps.volume_mount_group {
+        args.fs_group
+    } else {
+        None
+    };
+    let fs_type = src.fs_type.clone().unwrap_or_default();
+    let req = csi::NodeStageVolumeRequest {
+        volume_id: src.volume_handle.clone(),
+        publish_context,
+        staging_target_path: dmp.display().to_string(),
+        volume_capability: Some(volume_capability(
+            access_mode,
+            &caps,
+            &fs_type,
+            mount_flags,
+            fs_group,
+        )),
+        secrets,
+        volume_context: src
+            .volume_attributes
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+    };
+    if let Err(e) = op.client().node_stage(req, op.deadline).await {
+        let e = classify_rpc(e);
+        if !e.is_uncertain() {
+            cleanup_global_mount(&dmp);
+        }
+        return Err(e);
+    }
+    tracing::debug!(
+        "{PREFIX}attacher.MountDevice successfully staged volume at {}",
+        dmp.display()
+    );
+    Ok(())
+}
+
+/// After a final MountDevice error: globalmount, vol_data.json and the sha dir go, unless
+/// something is mounted there (then they are needed to unmount it later).
+fn cleanup_global_mount(dmp: &Path) {
+    if let Err(e) = volume_data::remove_mount_dir(dmp) {
+        tracing::error!(
+            "{PREFIX}attacher.MountDevice failed to remove mount dir after error [{}]: {e}",
+            dmp.display()
+        );
+    }
+}
+
+/// `UnmountDevice`: NodeUnstageVolume with what the global `vol_data.json` recorded, then
+/// removal of the global mount dir. Without the file there is nothing to do.
+pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> {
+    let dmp = check_device_mount_path(host, "attacher.UnmountDevice", device_mount_path)?;
+    let data_dir = dmp.parent().unwrap_or(&dmp);
+    let data = match volume_data::load(data_dir) {
+        Ok(d) => d,
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            tracing::info!(
+                "{PREFIX}attacher.UnmountDevice skipped because volume data file is missing: {e}"
+            );
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(e.context(format!(
+                "{PREFIX}attacher.UnmountDevice failed to get driver and volume name"
+            )))
+        }
+    };
+    let driver_name = volume_data::get(&data, keys::DRIVER_NAME, data_dir)?;
+    let volume_handle = volume_data::get(&data, keys::VOLUME_HANDLE, data_dir)?;
+    let driver = host.driver(driver_name).map_err(|e| {
+        e.context(format!(
+            "{PREFIX}attacher.UnmountDevice failed to create newCsiDriverClient"
+        ))
+    })?;
+    let op = Operation {
+        host,
+        driver,
+        deadline: Instant::now() + host.config.timeout,
+    };
+    let caps = op.capabilities().await.map_err(|e| {
+        e.context(format!(
+            "{PREFIX}attacher.UnmountDevice failed to check whether STAGE_UNSTAGE_VOLUME set"
+        ))
+    })?;
+    if caps.stage_unstage {
+        let path = dmp.display().to_string();
+        op.client()
+            .node_unstage(volume_handle, &path, op.deadline)
+            .await
+            .map_err(|e| e.context(format!("{PREFIX}attacher.UnmountDevice failed")))?;
+    } else {
+        tracing::info!("{PREFIX}attacher.UnmountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice...");
+    }
+    volume_data::remove_mount_dir(&dmp).map_err(|e| {
+        e.context(format!(
+            "{PREFIX}failed to clean up global mount {}",
+            dmp.display()
+        ))
+    })
+}

@@ -1,0 +1,514 @@
+//! Block volumes, upstream's `csiBlockMapper` (and its unmapper): NodeStage to
+//! `volumeDevices/staging/<spec>`, NodePublish to `volumeDevices/publish/<spec>/<podUID>` (a
+//! file the driver creates), and the matching teardown. The host does the rest of the kubelet's
+//! block work (symlinks, bind mount into the global map path, loop device lock).
+//!
+//! ```text
+//! <root>/plugins/kubernetes.io/csi/volumeDevices/<escaped spec>/dev/        global map path
+//! <root>/plugins/kubernetes.io/csi/volumeDevices/<escaped spec>/data/vol_data.json
+//! <root>/plugins/kubernetes.io/csi/volumeDevices/staging/<spec>              staging path
+//! <root>/plugins/kubernetes.io/csi/volumeDevices/publish/<spec>/<podUID>     publish path
+//! <root>/pods/<podUID>/volumeDevices/kubernetes.io~csi/<spec>               pod device map path
+//! ```
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::ErrorKind as IoKind;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{
+    CSIPersistentVolumeSource, PersistentVolume, PersistentVolumeSpec, Pod,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::capability::{volume_capability, FS_TYPE_BLOCK};
+use crate::error::{Error, ErrorKind, Result};
+use crate::host::Host;
+use crate::operation::{classify_rpc, Operation};
+use crate::paths::attachment_name;
+use crate::proto::csi;
+use crate::spec::VolumeSpec;
+use crate::volume_data::{self, keys, VolumeData};
+
+const PREFIX: &str = "kubernetes.io/csi: ";
+
+/// Where one block volume's files live for one pod.
+#[derive(Clone, Debug)]
+pub struct BlockPaths {
+    pub global_map_path: PathBuf,
+    pub volume_dir: PathBuf,
+    pub data_dir: PathBuf,
+    pub staging_path: PathBuf,
+    pub publish_dir: PathBuf,
+    /// `None` for an unmapper without a pod (the kubelet's UnmountDevice passes no pod UID).
+    pub publish_path: Option<PathBuf>,
+    pub pod_device_map_path: Option<PathBuf>,
+}
+
+impl BlockPaths {
+    fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<BlockPaths> {
+        let l = &host.layout;
+        let with_pod = !pod_uid.is_empty();
+        Ok(BlockPaths {
+            global_map_path: l.block_global_map_path(spec_name)?,
+            volume_dir: l.block_volume_dir(spec_name)?,
+            data_dir: l.block_data_dir(spec_name)?,
+            staging_path: l.block_staging_path(spec_name)?,
+            publish_dir: l.block_publish_dir(spec_name)?,
+            publish_path: if with_pod {
+                Some(l.block_publish_path(spec_name, pod_uid)?)
+            } else {
+                None
+            },
+            pod_device_map_path: if with_pod {
+                Some(l.pod_device_map_dir(pod_uid)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    fn publish_path(&self) -> Result<&Path> {
+        self.publish_path
+            .as_deref()
+            .ok_or_else(|| Error::invalid("this block volume handle was made without a pod UID"))
+    }
+}
+
+/// Upstream `NewBlockVolumeMapper` and the mapper's operations.
+#[derive(Clone, Debug)]
+pub struct BlockMapper {
+    pub spec: VolumeSpec,
+    pub pod: Pod,
+    pub spec_name: String,
+    pub pod_uid: String,
+    pub driver_name: String,
+    pub volume_handle: String,
+    pub read_only: bool,
+    pub paths: BlockPaths,
+}
+
+impl BlockMapper {
+    /// Checks the spec and pod and writes `data/vol_data.json` (what the unmapper and
+    /// reconstruction read later).
+    pub fn new(host: &Host, spec: VolumeSpec, pod: Pod) -> Result<BlockMapper> {
+        let src = spec.persistent_source().map_err(|e| {
+            e.context(format!(
+                "{PREFIX}CSIPersistentVolumeSource not defined in spec"
+            ))
+        })?;
+        let (driver_name, volume_handle) = (src.driver.clone(), src.volume_handle.clone());
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        if pod_uid.is_empty() {
+            return Err(Error::invalid(format!(
+                "{PREFIX}blockMapper needs a pod with metadata.uid"
+            )));
+        }
+        let spec_name = spec.name().to_string();
+        let paths = BlockPaths::new(host, &spec_name, &pod_uid)?;
+
+        volume_data::make_dirs(&paths.data_dir)?;
+        let node = &host.config.node_name;
+        let data: VolumeData = [
+            (keys::SPEC_VOL_ID, spec_name.as_str()),
+            (keys::VOLUME_HANDLE, volume_handle.as_str()),
+            (keys::DRIVER_NAME, driver_name.as_str()),
+            (keys::NODE_NAME, node.as_str()),
+            (
+                keys::ATTACHMENT_ID,
+                &attachment_name(&volume_handle, &driver_name, node),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        if let Err(e) = volume_data::save(&paths.data_dir, &data) {
+            if let Err(clean) = volume_data::remove_mount_dir(&paths.data_dir) {
+                tracing::error!(
+                    "{PREFIX}failed to remove {} after a failed save: {clean}",
+                    paths.data_dir.display()
+                );
+            }
+            return Err(e.context(format!(
+                "{PREFIX}csi.NewBlockVolumeMapper failed to save volume info data"
+            )));
+        }
+        let read_only = spec.read_only;
+        Ok(BlockMapper {
+            spec,
+            pod,
+            spec_name,
+            pod_uid,
+            driver_name,
+            volume_handle,
+            read_only,
+            paths,
+        })
+    }
+
+    /// The paths as JSON for the host.
+    pub fn paths_json(&self) -> serde_json::Value {
+        let p = &self.paths;
+        json!({
+            "globalMapPath": p.global_map_path,
+            "stagingPath": p.staging_path,
+            "publishDir": p.publish_dir,
+            "publishPath": p.publish_path,
+            "podDeviceMapPath": p.pod_device_map_path,
+            "podDeviceMapName": self.spec_name,
+            "volumeDataDir": p.data_dir,
+            "metricsPath": p.global_map_path.join(&self.pod_uid),
+        })
+    }
+
+    fn source(&self) -> Result<&CSIPersistentVolumeSource> {
+        self.spec.persistent_source()
+    }
+
+    fn access_mode(&self) -> &str {
+        self.spec
+            .access_modes()
+            .first()
+            .map_or("ReadWriteOnce", String::as_str)
+    }
+
+    /// `SetUpDevice`: NodeStageVolume with block access at the staging path (when the driver
+    /// has STAGE_UNSTAGE_VOLUME; else `None`). A final stage error removes the volume's files
+    /// (data, dev and staging dirs), as upstream.
+    pub async fn set_up_device(&self, host: &Host) -> Result<Option<PathBuf>> {
+        let src = self.source()?;
+        let driver = host.driver(&self.driver_name).map_err(|e| {
+            e.context(format!(
+                "{PREFIX}blockMapper.SetUpDevice failed to get CSI client"
+            ))
+        })?;
+        let op = Operation {
+            host,
+            driver,
+            deadline: Instant::now() + host.config.timeout,
+        };
+        let publish_context = op
+            .publish_context(&self.volume_handle)
+            .await?
+            .unwrap_or_default();
+        let caps = op.capabilities().await?;
+        if !caps.stage_unstage {
+            tracing::info!("{PREFIX}blockMapper.stageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice...");
+            return Ok(None);
+        }
+        let secrets = op
+            .secrets("NodeStageSecretRef", src.node_stage_secret_ref.as_ref())
+            .await?;
+        let staging = &self.paths.staging_path;
+        volume_data::make_dirs(staging)
+            .map_err(|e| e.context(format!("{PREFIX}blockMapper.stageVolumeForBlock")))?;
+        let req = csi::NodeStageVolumeRequest {
+            volume_id: self.volume_handle.clone(),
+            publish_context,
+            staging_target_path: staging.display().to_string(),
+            volume_capability: Some(volume_capability(
+                self.access_mode(),
+                &caps,
+                FS_TYPE_BLOCK,
+                Vec::new(),
+                None,
+            )),
+            secrets,
+            volume_context: src
+                .volume_attributes
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        };
+        if let Err(e) = op.client().node_stage(req, op.deadline).await {
+            let e = classify_rpc(e);
+            if !e.is_uncertain() {
+                if let Err(clean) = cleanup_orphan_device_files(&self.paths) {
+                    tracing::error!("{PREFIX}blockMapper.SetUpDevice failed to clean up after a final error: {clean}");
+                }
+            }
+            return Err(e);
+        }
+        Ok(Some(staging.clone()))
+    }
+
+    /// `MapPodDevice`: NodePublishVolume with block access at the publish path. The kubelet
+    /// creates the parent directory; the driver creates the file.
+    pub async fn map_pod_device(&self, host: &Host) -> Result<PathBuf> {
+        let src = self.source()?;
+        let driver = host.driver(&self.driver_name).map_err(|e| {
+            e.context(format!(
+                "{PREFIX}blockMapper.MapPodDevice failed to get CSI client"
+            ))
+        })?;
+        let op = Operation {
+            host,
+            driver,
+            deadline: Instant::now() + host.config.timeout,
+        };
+        let publish_context = op
+            .publish_context(&self.volume_handle)
+            .await?
+            .unwrap_or_default();
+        let caps = op.capabilities().await?;
+        let publish_path = self.paths.publish_path()?;
+        volume_data::make_dirs(&self.paths.publish_dir)
+            .map_err(|e| e.context(format!("{PREFIX}blockMapper.publishVolumeForBlock")))?;
+
+        let mut volume_context: HashMap<String, String> = src
+            .volume_attributes
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let facts = host.driver_facts(&self.driver_name).map_err(|e| {
+            e.context(format!(
+                "{PREFIX}blockMapper.publishVolumeForBlock failed to assemble volume attributes"
+            ))
+            .transient()
+        })?;
+        if facts.pod_info_on_mount {
+            volume_context.extend(pod_info_attributes(&self.pod));
+        }
+        let secrets = op
+            .secrets("NodePublishSecretRef", src.node_publish_secret_ref.as_ref())
+            .await?;
+        let req = csi::NodePublishVolumeRequest {
+            volume_id: self.volume_handle.clone(),
+            publish_context,
+            // Always sent for block, even without STAGE_UNSTAGE_VOLUME, as upstream does.
+            staging_target_path: self.paths.staging_path.display().to_string(),
+            target_path: publish_path.display().to_string(),
+            volume_capability: Some(volume_capability(
+                self.access_mode(),
+                &caps,
+                FS_TYPE_BLOCK,
+                Vec::new(),
+                None,
+            )),
+            readonly: self.read_only,
+            secrets,
+            volume_context,
+        };
+        op.client()
+            .node_publish(req, op.deadline)
+            .await
+            .map_err(classify_rpc)?;
+        Ok(publish_path.to_path_buf())
+    }
+}
+
+/// The pod-info volume_context entries of a persistent (never ephemeral) block volume.
+fn pod_info_attributes(pod: &Pod) -> [(String, String); 5] {
+    let sa = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_default();
+    let m = &pod.metadata;
+    [
+        (
+            "csi.storage.k8s.io/pod.name".into(),
+            m.name.clone().unwrap_or_default(),
+        ),
+        (
+            "csi.storage.k8s.io/pod.namespace".into(),
+            m.namespace.clone().unwrap_or_default(),
+        ),
+        (
+            "csi.storage.k8s.io/pod.uid".into(),
+            m.uid.clone().unwrap_or_default(),
+        ),
+        ("csi.storage.k8s.io/serviceAccount.name".into(), sa),
+        ("csi.storage.k8s.io/ephemeral".into(), "false".into()),
+    ]
+}
+
+/// Upstream `NewBlockVolumeUnmapper`: what `data/vol_data.json` recorded.
+#[derive(Clone, Debug)]
+pub struct BlockUnmapper {
+    pub spec_name: String,
+    pub pod_uid: String,
+    pub driver_name: String,
+    pub volume_handle: String,
+    pub paths: BlockPaths,
+}
+
+impl BlockUnmapper {
+    /// `pod_uid` may be empty: the kubelet tears a device down without a pod.
+    pub fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<BlockUnmapper> {
+        let paths = BlockPaths::new(host, spec_name, pod_uid)?;
+        let data = volume_data::load(&paths.data_dir).map_err(|e| {
+            e.context(format!(
+                "{PREFIX}unmapper failed to load volume data file [{}]",
+                paths.data_dir.display()
+            ))
+        })?;
+        Ok(BlockUnmapper {
+            spec_name: spec_name.to_string(),
+            pod_uid: pod_uid.to_string(),
+            driver_name: volume_data::get(&data, keys::DRIVER_NAME, &paths.data_dir)?.to_string(),
+            volume_handle: volume_data::get(&data, keys::VOLUME_HANDLE, &paths.data_dir)?
+                .to_string(),
+            paths,
+        })
+    }
+
+    fn operation<'h>(&self, host: &'h Host, what: &str) -> Result<Operation<'h>> {
+        let driver = host.driver(&self.driver_name).map_err(|e| {
+            e.context(format!(
+                "{PREFIX}blockMapper.{what} failed to get CSI client"
+            ))
+        })?;
+        Ok(Operation {
+            host,
+            driver,
+            deadline: Instant::now() + host.config.timeout,
+        })
+    }
+
+    /// `UnmapPodDevice`: NodeUnpublishVolume of the publish path (even when it is gone: the
+    /// driver decides what is left to do).
+    pub async fn unmap_pod_device(&self, host: &Host) -> Result<()> {
+        let publish_path = self.paths.publish_path()?.display().to_string();
+        let op = self.operation(host, "UnmapPodDevice")?;
+        op.client()
+            .node_unpublish(&self.volume_handle, &publish_path, op.deadline)
+            .await
+            .map_err(|e| {
+                e.context(format!(
+                    "{PREFIX}blockMapper.unpublishVolumeForBlock failed"
+                ))
+            })
+    }
+
+    /// `TearDownDevice`: NodeUnstageVolume when the staging path exists, then removal of the
+    /// volume's leftover files (errors there are only logged, as upstream).
+    pub async fn tear_down_device(&self, host: &Host) -> Result<()> {
+        let op = self.operation(host, "TearDownDevice")?;
+        let staging = &self.paths.staging_path;
+        match fs::symlink_metadata(staging) {
+            Err(e) if e.kind() == IoKind::NotFound => {
+                tracing::debug!("{PREFIX}blockMapper.TearDownDevice stagingPath({}) has already been deleted, skip calling NodeUnstageVolume", staging.display());
+            }
+            Err(e) => {
+                return Err(Error::io(
+                    format!(
+                        "{PREFIX}blockMapper.TearDownDevice cannot stat {}",
+                        staging.display()
+                    ),
+                    &e,
+                ))
+            }
+            Ok(_) => {
+                let caps = op.capabilities().await?;
+                if caps.stage_unstage {
+                    let path = staging.display().to_string();
+                    op.client()
+                        .node_unstage(&self.volume_handle, &path, op.deadline)
+                        .await
+                        .map_err(|e| {
+                            e.context(format!("{PREFIX}blockMapper.unstageVolumeForBlock failed"))
+                        })?;
+                } else {
+                    tracing::info!("{PREFIX}blockMapper.unstageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice...");
+                }
+                remove_all_one_filesystem(staging)?;
+            }
+        }
+        if let Err(e) = cleanup_orphan_device_files(&self.paths) {
+            tracing::debug!("{PREFIX}Failed to clean up block volume directory {e}");
+        }
+        Ok(())
+    }
+}
+
+/// Upstream `cleanupOrphanDeviceFiles`: the (empty) publish dir, the staging path, and
+/// everything under `volumeDevices/<spec>` — never crossing a mount point.
+fn cleanup_orphan_device_files(paths: &BlockPaths) -> Result<()> {
+    remove_empty_dir(&paths.publish_dir, "failed to remove publish directory")?;
+    remove_empty_dir(&paths.staging_path, "failed to delete volume staging path")?;
+    remove_all_one_filesystem(&paths.volume_dir)
+}
+
+fn remove_empty_dir(dir: &Path, what: &str) -> Result<()> {
+    match fs::remove_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == IoKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(format!("{PREFIX}{what} [{}]", dir.display()), &e)),
+    }
+}
+
+/// `RemoveAllOneFilesystem`: removes `path` and everything below it, refusing (before removing
+/// anything under it) any entry that is a mount point — a bind-mounted device file included.
+fn remove_all_one_filesystem(path: &Path) -> Result<()> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == IoKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(format!("cannot stat {}", path.display()), &e)),
+    };
+    if volume_data::is_mount_point(path)? {
+        return Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "{PREFIX}refusing to remove {}: it is a mount point",
+                path.display()
+            ),
+        ));
+    }
+    let removed = if meta.is_dir() {
+        let entries = fs::read_dir(path)
+            .map_err(|e| Error::io(format!("cannot read {}", path.display()), &e))?;
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| Error::io(format!("cannot read {}", path.display()), &e))?;
+            remove_all_one_filesystem(&entry.path())?;
+        }
+        fs::remove_dir(path)
+    } else {
+        fs::remove_file(path)
+    };
+    match removed {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == IoKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(format!("cannot remove {}", path.display()), &e)),
+    }
+}
+
+/// `ConstructBlockVolumeSpec`: a Block-mode PersistentVolume spec from `data/vol_data.json`
+/// (only name, driver and handle are known on disk).
+pub fn construct_block_volume_spec(
+    host: &Host,
+    pod_uid: &str,
+    spec_name: &str,
+    map_path: &str,
+) -> Result<serde_json::Value> {
+    tracing::debug!("{PREFIX}plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={map_path}]");
+    let data_dir = host.layout.block_data_dir(spec_name)?;
+    let data = volume_data::load(&data_dir).map_err(|e| {
+        e.context(format!(
+            "{PREFIX}plugin.ConstructBlockVolumeSpec failed loading volume data using [{map_path}]"
+        ))
+    })?;
+    let field = |k: &str| data.get(k).cloned().unwrap_or_default();
+    let pv = PersistentVolume {
+        metadata: ObjectMeta {
+            name: Some(field(keys::SPEC_VOL_ID)),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeSpec {
+            csi: Some(CSIPersistentVolumeSource {
+                driver: field(keys::DRIVER_NAME),
+                volume_handle: field(keys::VOLUME_HANDLE),
+                ..Default::default()
+            }),
+            volume_mode: Some("Block".to_string()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Ok(json!({"persistentVolume": pv, "readOnly": false}))
+}

@@ -1,0 +1,129 @@
+//! Node-side volume expansion (upstream `expander.go`): NodeExpandVolume with upstream's error
+//! mapping, after the controller has grown the volume.
+
+use serde::Deserialize;
+use tokio::time::Instant;
+use tonic::Code;
+
+use crate::capability::{volume_capability, FS_TYPE_BLOCK};
+use crate::error::{Error, ErrorKind, Result};
+use crate::host::Host;
+use crate::operation::{classify_rpc, Operation};
+use crate::proto::csi;
+use crate::quantity;
+use crate::spec::VolumeSpec;
+
+const PREFIX: &str = "kubernetes.io/csi: ";
+
+/// Upstream `NodeResizeOptions`, as `kcsi_node_expand` takes it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExpandOptions {
+    pub spec: VolumeSpec,
+    #[serde(default)]
+    pub device_path: String,
+    #[serde(default)]
+    pub device_mount_path: String,
+    #[serde(default)]
+    pub device_stage_path: String,
+    pub new_size: String,
+    /// Checked for form only; upstream does not send it either.
+    #[serde(default)]
+    pub old_size: Option<String>,
+}
+
+/// `NodeExpand`: true once the driver expanded the volume on this node.
+///
+/// Errors: driver not registered or expand secret unreadable → transient; driver without
+/// EXPAND_VOLUME → `NotSupported`; gRPC FailedPrecondition → final (the volume is in use; the
+/// code stays on the error); InvalidArgument, OutOfRange, NotFound → final, "infeasible"
+/// (don't retry as is); Canceled, DeadlineExceeded, Unavailable, ResourceExhausted, Aborted →
+/// uncertain; any other code → final.
+pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
+    let new_size = quantity::parse_bytes(&opts.new_size).map_err(|e| e.context("newSize"))?;
+    if let Some(old) = &opts.old_size {
+        quantity::parse_bytes(old).map_err(|e| e.context("oldSize"))?;
+    }
+    let src = opts.spec.persistent_source().map_err(|e| {
+        e.context(format!(
+            "{PREFIX}Expander.NodeExpand failed to get CSI persistent source"
+        ))
+    })?;
+    let driver = host.driver(&src.driver)?;
+    let op = Operation {
+        host,
+        driver,
+        deadline: Instant::now() + host.config.timeout,
+    };
+    let caps = op.capabilities().await.map_err(|e| {
+        e.context(format!(
+            "{PREFIX}Expander.NodeExpand failed to check if node supports expansion "
+        ))
+    })?;
+    if !caps.expand_volume {
+        return Err(Error::new(
+            ErrorKind::NotSupported,
+            format!(
+                "NodeExpand is not supported by the CSI driver {}",
+                src.driver
+            ),
+        ));
+    }
+    let secrets = op
+        .secrets("NodeExpandSecretRef", src.node_expand_secret_ref.as_ref())
+        .await?;
+    let (volume_path, fs_type) = if opts.spec.is_block() {
+        (opts.device_path.clone(), FS_TYPE_BLOCK.to_string())
+    } else {
+        (
+            opts.device_mount_path.clone(),
+            src.fs_type.clone().unwrap_or_default(),
+        )
+    };
+    let access_mode = opts
+        .spec
+        .access_modes()
+        .first()
+        .map_or("ReadWriteOnce", String::as_str);
+    let req = csi::NodeExpandVolumeRequest {
+        volume_id: src.volume_handle.clone(),
+        volume_path,
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: new_size,
+            limit_bytes: 0,
+        }),
+        staging_target_path: opts.device_stage_path.clone(),
+        volume_capability: Some(volume_capability(
+            access_mode,
+            &caps,
+            &fs_type,
+            opts.spec.mount_options().to_vec(),
+            None,
+        )),
+        secrets,
+    };
+    match op.client().node_expand(req, op.deadline).await {
+        Ok(_) => Ok(true),
+        Err(e) => Err(expand_error(e)),
+    }
+}
+
+fn expand_error(e: Error) -> Error {
+    let code = e.grpc_code.map(Code::from_i32);
+    match code {
+        Some(Code::FailedPrecondition) => e.context(format!(
+            "{PREFIX}Expander.NodeExpand failed to expand the volume "
+        )),
+        Some(Code::InvalidArgument | Code::OutOfRange | Code::NotFound) => {
+            let mut e = e;
+            e.message = format!(
+                "{PREFIX}Expander.NodeExpand failed to expand the volume (infeasible) {}",
+                e.message
+            );
+            e
+        }
+        _ => classify_rpc(e).context(format!(
+            "{PREFIX}Expander.NodeExpand failed to expand the volume "
+        )),
+    }
+}

@@ -1,0 +1,334 @@
+//! Block volumes through the C API against the stand-in hostpath driver, which attaches a loop
+//! device and bind-mounts it onto the publish file: SetUpDevice → MapPodDevice → I/O through
+//! the device file → UnmapPodDevice → TearDownDevice, and the error paths.
+
+#[path = "attacher_support/mod.rs"]
+mod attacher_support;
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use attacher_support::*;
+use common::DRIVER;
+use kcsi::ffi::*;
+use serde_json::{json, Value};
+
+const MIB: i64 = 1 << 20;
+const POD_UID: &str = "pod-uid-1";
+
+fn block_spec(name: &str, handle: &str) -> Value {
+    pv_spec(name, handle, true, json!({}), json!({}))
+}
+
+fn data_file(root: &Path, spec: &str) -> std::path::PathBuf {
+    root.join(format!(
+        "plugins/kubernetes.io/csi/volumeDevices/{spec}/data/vol_data.json"
+    ))
+}
+
+#[test]
+fn block_mapper_paths_follow_upstream_layout_and_vol_data_is_written() {
+    let root = common::short_tempdir("kcsi-root");
+    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let m = host
+        .mapper(&block_spec("test.spec.1", "vol-123"), &pod("p", POD_UID))
+        .unwrap();
+    let r = root.path().display();
+    let base = format!("{r}/plugins/kubernetes.io/csi/volumeDevices");
+    let paths = m.paths();
+    assert_eq!(paths["globalMapPath"], format!("{base}/test.spec.1/dev"));
+    assert_eq!(paths["stagingPath"], format!("{base}/staging/test.spec.1"));
+    assert_eq!(
+        paths["publishPath"],
+        format!("{base}/publish/test.spec.1/{POD_UID}")
+    );
+    assert_eq!(
+        paths["podDeviceMapPath"],
+        format!("{r}/pods/{POD_UID}/volumeDevices/kubernetes.io~csi")
+    );
+    assert_eq!(paths["podDeviceMapName"], "test.spec.1");
+    assert_eq!(paths["volumeDataDir"], format!("{base}/test.spec.1/data"));
+    let attachment = kcsi::paths::attachment_name("vol-123", DRIVER, "node-1");
+    assert_eq!(
+        std::fs::read_to_string(data_file(root.path(), "test.spec.1")).unwrap(),
+        format!(
+            "{{\"attachmentID\":\"{attachment}\",\"driverName\":\"{DRIVER}\",\"nodeName\":\"node-1\",\"specVolID\":\"test.spec.1\",\"volumeHandle\":\"vol-123\"}}\n"
+        )
+    );
+    let inline = json!({"volume": {"name": "v", "csi": {"driver": DRIVER}}});
+    assert_eq!(
+        host.mapper(&inline, &pod("p", POD_UID)).unwrap_err().result,
+        KCSI_ERR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        host.mapper(&block_spec("s", "h"), &pod("p", "../x"))
+            .unwrap_err()
+            .result,
+        KCSI_ERR_INVALID_ARGUMENT
+    );
+}
+
+#[test]
+fn block_volume_round_trip_writes_through_the_published_device_file() {
+    let f = Fixture::new(&[], Fixture::no_attach());
+    let handle = create_volume(&f.driver, "pv-block", true, 4 * MIB);
+    let backing = f.backing_file(&handle);
+    let spec = block_spec("pv-block", &handle);
+    let m = f.host.mapper(&spec, &pod("p", POD_UID)).unwrap();
+    let paths = m.paths();
+
+    let staging = m.set_up_device().unwrap();
+    assert_eq!(staging, paths["stagingPath"].as_str().unwrap());
+    assert!(Path::new(&staging).is_dir());
+    let stage = &rpcs(&f.driver, "NodeStageVolume")[0]["request"];
+    assert_eq!(stage["staging_target_path"], staging.as_str());
+    assert!(
+        stage["volume_capability"].to_string().contains("block"),
+        "{stage}"
+    );
+
+    let publish = m.map_pod_device().unwrap();
+    assert_eq!(publish, paths["publishPath"].as_str().unwrap());
+    let req = &rpcs(&f.driver, "NodePublishVolume")[0]["request"];
+    assert_eq!(req["target_path"], publish.as_str());
+    assert_eq!(req["staging_target_path"], staging.as_str());
+    assert!(
+        req.get("volume_context").is_none(),
+        "no pod info without podInfoOnMount: {req}"
+    );
+    assert_eq!(
+        loop_devices(&backing).len(),
+        1,
+        "driver attached a loop device"
+    );
+
+    let payload = b"kcsi block volume round trip";
+    let offset = 2 * MIB as u64 + 512;
+    {
+        let mut dev = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&publish)
+            .unwrap();
+        dev.seek(SeekFrom::Start(offset)).unwrap();
+        dev.write_all(payload).unwrap();
+        dev.sync_all().unwrap();
+        let mut back = vec![0; payload.len()];
+        dev.seek(SeekFrom::Start(offset)).unwrap();
+        dev.read_exact(&mut back).unwrap();
+        assert_eq!(back, payload);
+    }
+    let on_disk = std::fs::read(&backing).unwrap();
+    assert_eq!(
+        &on_disk[offset as usize..offset as usize + payload.len()],
+        payload,
+        "bytes reached the driver's backing file"
+    );
+
+    // A restarted host finds the volume from disk alone.
+    let fresh = CHost::new(&Fixture::config(f.root(), Fixture::no_attach()));
+    fresh.register(DRIVER, &f.driver.endpoint());
+    let rebuilt = fresh
+        .construct_block_spec(POD_UID, "pv-block", "/unused/map/path")
+        .unwrap();
+    assert_eq!(rebuilt["persistentVolume"]["metadata"]["name"], "pv-block");
+    assert_eq!(rebuilt["persistentVolume"]["spec"]["volumeMode"], "Block");
+    assert_eq!(
+        rebuilt["persistentVolume"]["spec"]["csi"]["volumeHandle"],
+        handle.as_str()
+    );
+    assert_eq!(rebuilt["persistentVolume"]["spec"]["csi"]["driver"], DRIVER);
+
+    fresh
+        .unmapper("pv-block", POD_UID)
+        .unwrap()
+        .unmap_pod_device()
+        .unwrap();
+    assert!(
+        !Path::new(&publish).exists(),
+        "driver removed the device file"
+    );
+    wait_loop_detached(&backing);
+    let global = paths["globalMapPath"].as_str().unwrap();
+    fresh
+        .unmapper("pv-block", "")
+        .unwrap()
+        .tear_down_device(global)
+        .unwrap();
+    assert_eq!(
+        rpcs(&f.driver, "NodeUnstageVolume")[0]["request"]["staging_target_path"],
+        staging.as_str()
+    );
+    let devices = f.root().join("plugins/kubernetes.io/csi/volumeDevices");
+    for gone in ["pv-block", "staging/pv-block", "publish/pv-block"] {
+        assert!(!devices.join(gone).exists(), "{gone} removed");
+    }
+    assert!(mounts_below(f.root()).is_empty());
+    wait_loop_detached(&backing);
+}
+
+#[test]
+fn set_up_device_final_error_removes_data_dev_and_staging() {
+    let f = Fixture::new(&["--fail-rpc=NodeStageVolume=3"], Fixture::no_attach());
+    let handle = create_volume(&f.driver, "pv-fail", true, MIB);
+    let m = f
+        .host
+        .mapper(&block_spec("pv-fail", &handle), &pod("p", POD_UID))
+        .unwrap();
+    std::fs::create_dir_all(m.paths()["globalMapPath"].as_str().unwrap()).unwrap();
+    let err = m.set_up_device().unwrap_err();
+    assert_eq!(
+        (err.result, err.class, err.grpc),
+        (KCSI_ERR_DRIVER, KCSI_CLASS_FINAL, 3),
+        "{err:?}"
+    );
+    let devices = f.root().join("plugins/kubernetes.io/csi/volumeDevices");
+    for gone in ["pv-fail/data", "pv-fail/dev", "pv-fail", "staging/pv-fail"] {
+        assert!(!devices.join(gone).exists(), "{gone} removed");
+    }
+}
+
+#[test]
+fn set_up_device_stage_timeout_is_uncertain_and_keeps_files() {
+    let mut config = Fixture::no_attach();
+    config["timeoutSeconds"] = json!(1);
+    let f = Fixture::new(&["--hang-rpc=NodeStageVolume"], config);
+    let handle = create_volume(&f.driver, "pv-hang", true, MIB);
+    let m = f
+        .host
+        .mapper(&block_spec("pv-hang", &handle), &pod("p", POD_UID))
+        .unwrap();
+    let err = m.set_up_device().unwrap_err();
+    assert_eq!(err.class, KCSI_CLASS_UNCERTAIN, "{err:?}");
+    assert!(data_file(f.root(), "pv-hang").exists());
+}
+
+#[test]
+fn set_up_device_without_stage_capability_returns_no_staging_path() {
+    let f = Fixture::new(
+        &["--disable-node-cap=STAGE_UNSTAGE_VOLUME"],
+        Fixture::no_attach(),
+    );
+    let handle = create_volume(&f.driver, "pv-nostage", true, MIB);
+    let m = f
+        .host
+        .mapper(&block_spec("pv-nostage", &handle), &pod("p", POD_UID))
+        .unwrap();
+    assert_eq!(m.set_up_device().unwrap(), "");
+    assert!(rpcs(&f.driver, "NodeStageVolume").is_empty());
+    let publish = m.map_pod_device().unwrap();
+    assert!(Path::new(&publish).exists());
+    let u = f.host.unmapper("pv-nostage", POD_UID).unwrap();
+    u.unmap_pod_device().unwrap();
+    u.tear_down_device("").unwrap();
+    assert!(rpcs(&f.driver, "NodeUnstageVolume").is_empty());
+    assert!(!f
+        .root()
+        .join("plugins/kubernetes.io/csi/volumeDevices/pv-nostage")
+        .exists());
+}
+
+#[test]
+fn map_pod_device_sends_pod_info_when_the_csidriver_asks_for_it() {
+    let config = json!({"csiDrivers": [{"metadata": {"name": DRIVER}, "spec": {"attachRequired": false, "podInfoOnMount": true}}]});
+    let f = Fixture::new(&[], config);
+    let handle = create_volume(&f.driver, "pv-info", true, MIB);
+    let m = f
+        .host
+        .mapper(&block_spec("pv-info", &handle), &pod("test-pod", POD_UID))
+        .unwrap();
+    m.set_up_device().unwrap();
+    m.map_pod_device().unwrap();
+    let ctx = &rpcs(&f.driver, "NodePublishVolume")[0]["request"]["volume_context"];
+    assert_eq!(
+        ctx,
+        &json!({
+            "csi.storage.k8s.io/pod.name": "test-pod",
+            "csi.storage.k8s.io/pod.namespace": "test-ns",
+            "csi.storage.k8s.io/pod.uid": POD_UID,
+            "csi.storage.k8s.io/serviceAccount.name": "test-sa",
+            "csi.storage.k8s.io/ephemeral": "false",
+        })
+    );
+    let u = f.host.unmapper("pv-info", POD_UID).unwrap();
+    u.unmap_pod_device().unwrap();
+    u.tear_down_device("").unwrap();
+}
+
+#[test]
+fn block_operations_for_an_unregistered_driver_are_transient() {
+    let root = common::short_tempdir("kcsi-root");
+    let host = CHost::new(&Fixture::config(root.path(), Fixture::no_attach()));
+    let m = host
+        .mapper(&block_spec("pv-x", "vol-x"), &pod("p", POD_UID))
+        .unwrap();
+    let u = host.unmapper("pv-x", POD_UID).unwrap();
+    let errors = [
+        m.set_up_device().unwrap_err(),
+        m.map_pod_device().unwrap_err(),
+        u.unmap_pod_device().unwrap_err(),
+        u.tear_down_device("").unwrap_err(),
+    ];
+    for err in errors {
+        assert_eq!(
+            (err.result, err.class),
+            (KCSI_ERR_NOT_FOUND, KCSI_CLASS_TRANSIENT),
+            "{err:?}"
+        );
+    }
+    assert!(data_file(root.path(), "pv-x").exists(), "nothing removed");
+}
+
+#[test]
+fn block_unmapper_without_vol_data_is_not_found() {
+    let root = common::short_tempdir("kcsi-root");
+    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let err = host.unmapper("missing", POD_UID).unwrap_err();
+    assert_eq!(err.result, KCSI_ERR_NOT_FOUND, "{err:?}");
+    assert!(
+        err.message
+            .contains("unmapper failed to load volume data file"),
+        "{}",
+        err.message
+    );
+    let err = host
+        .construct_block_spec(POD_UID, "missing", "/x")
+        .unwrap_err();
+    assert_eq!(err.result, KCSI_ERR_NOT_FOUND, "{err:?}");
+}
+
+#[test]
+fn tear_down_device_never_removes_a_mounted_device_file() {
+    let f = Fixture::new(
+        &["--disable-node-cap=STAGE_UNSTAGE_VOLUME"],
+        Fixture::no_attach(),
+    );
+    let (host, root) = (&f.host, f.root());
+    let m = host
+        .mapper(&block_spec("pv-busy", "vol-busy"), &pod("p", POD_UID))
+        .unwrap();
+    // What the kubelet's MapBlockVolume leaves: a file in the global map path with a bind mount.
+    let global = m.paths()["globalMapPath"].as_str().unwrap().to_string();
+    std::fs::create_dir_all(&global).unwrap();
+    let file = Path::new(&global).join(POD_UID);
+    std::fs::write(&file, b"").unwrap();
+    let src = root.join("src");
+    std::fs::write(&src, b"x").unwrap();
+    assert!(std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&src)
+        .arg(&file)
+        .status()
+        .unwrap()
+        .success());
+    let teardown = host
+        .unmapper("pv-busy", "")
+        .unwrap()
+        .tear_down_device(&global);
+    let still_there = file.exists() && mounts_below(root).len() == 1;
+    common::unmount_below(root);
+    teardown.unwrap();
+    assert!(still_there, "mounted device file left alone");
+}
