@@ -21,10 +21,15 @@ build:
 ## header: regenerate include/kcsi.h from src/ffi with the pinned cbindgen.
 header:
 	$(TOOLS)/cbindgen --config cbindgen.toml --crate kcsi --output include/kcsi.h
+	python3 bindings/python/gen_signatures.py
 
 check-header:
 	$(TOOLS)/cbindgen --config cbindgen.toml --crate kcsi --verify --output include/kcsi.h \
 	  || { echo "include/kcsi.h is stale: run 'make header' and commit it" >&2; exit 1; }
+	python3 bindings/python/gen_signatures.py --check \
+	  || { echo "run 'make header' and commit bindings/python/kcsi/_signatures.py" >&2; exit 1; }
+	@! grep -nE '^(#define|typedef|[a-z_ ]+\**[ ]*[a-z_]+\()' include/kcsi.h | grep -vE 'KCSI_|kcsi_' \
+	  || { echo "include/kcsi.h exports names without the kcsi prefix (exclude them in cbindgen.toml)" >&2; exit 1; }
 
 ## peers: the real programs tests run against (first build is slow, later runs reuse it).
 peers:
@@ -44,6 +49,9 @@ lint:
 
 test-rust: peers
 	cargo test -- --test-threads=4
+
+test-go:
+	scripts/test-go.sh
 
 ## bench: figures, not assertions.
 bench: build peers

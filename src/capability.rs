@@ -38,12 +38,16 @@ pub fn volume_capability(
         AccessType::Mount(MountVolume {
             fs_type: fs_type.to_string(),
             mount_flags,
-            volume_mount_group: volume_mount_group.map(|g| g.to_string()).unwrap_or_default(),
+            volume_mount_group: volume_mount_group
+                .map(|g| g.to_string())
+                .unwrap_or_default(),
         })
     };
     VolumeCapability {
         access_type: Some(access_type),
-        access_mode: Some(AccessMode { mode: access_mode(k8s_mode, caps) as i32 }),
+        access_mode: Some(AccessMode {
+            mode: access_mode(k8s_mode, caps) as i32,
+        }),
     }
 }
 
@@ -54,12 +58,31 @@ mod tests {
     #[test]
     fn access_mode_mapping_matches_upstream_table() {
         let without = NodeCapabilities::default();
-        let with = NodeCapabilities { single_node_multi_writer: true, ..Default::default() };
+        let with = NodeCapabilities {
+            single_node_multi_writer: true,
+            ..Default::default()
+        };
         let cases = [
-            ("ReadWriteOnce", Mode::SingleNodeWriter, Mode::SingleNodeMultiWriter),
-            ("ReadOnlyMany", Mode::MultiNodeReaderOnly, Mode::MultiNodeReaderOnly),
-            ("ReadWriteMany", Mode::MultiNodeMultiWriter, Mode::MultiNodeMultiWriter),
-            ("ReadWriteOncePod", Mode::SingleNodeWriter, Mode::SingleNodeSingleWriter),
+            (
+                "ReadWriteOnce",
+                Mode::SingleNodeWriter,
+                Mode::SingleNodeMultiWriter,
+            ),
+            (
+                "ReadOnlyMany",
+                Mode::MultiNodeReaderOnly,
+                Mode::MultiNodeReaderOnly,
+            ),
+            (
+                "ReadWriteMany",
+                Mode::MultiNodeMultiWriter,
+                Mode::MultiNodeMultiWriter,
+            ),
+            (
+                "ReadWriteOncePod",
+                Mode::SingleNodeWriter,
+                Mode::SingleNodeSingleWriter,
+            ),
             ("", Mode::Unknown, Mode::Unknown),
         ];
         for (k8s, a, b) in cases {
@@ -70,10 +93,24 @@ mod tests {
 
     #[test]
     fn block_fs_type_drops_mount_fields() {
-        let cap = volume_capability("ReadWriteOnce", &NodeCapabilities::default(), "block", vec!["ro".into()], Some(3000));
+        let cap = volume_capability(
+            "ReadWriteOnce",
+            &NodeCapabilities::default(),
+            "block",
+            vec!["ro".into()],
+            Some(3000),
+        );
         assert!(matches!(cap.access_type, Some(AccessType::Block(_))));
-        let cap = volume_capability("ReadWriteOnce", &NodeCapabilities::default(), "ext4", vec![], Some(3000));
-        let Some(AccessType::Mount(m)) = cap.access_type else { panic!() };
+        let cap = volume_capability(
+            "ReadWriteOnce",
+            &NodeCapabilities::default(),
+            "ext4",
+            vec![],
+            Some(3000),
+        );
+        let Some(AccessType::Mount(m)) = cap.access_type else {
+            panic!()
+        };
         assert_eq!(m.volume_mount_group, "3000");
     }
 }

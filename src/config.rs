@@ -13,6 +13,10 @@ use crate::paths::check_name;
 /// The kubelet's `csiTimeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The longest deadline kcsi uses; longer ones a caller asks for are shortened to it (gRPC
+/// cannot encode, and a clock cannot add, arbitrarily long durations).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
 /// Feature gates the plugin consults; any other name is refused, as the kubelet refuses
 /// unrecognized gates.
 pub const KNOWN_GATES: &[&str] = &[
@@ -68,7 +72,7 @@ impl HostConfig {
         }
         let timeout = match raw.timeout_seconds {
             None => DEFAULT_TIMEOUT,
-            Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => Duration::from_secs_f64(t),
+            Some(t) if t.is_finite() && t > 0.0 && t <= MAX_TIMEOUT.as_secs_f64() => Duration::from_secs_f64(t),
             Some(t) => {
                 return Err(Error::invalid(format!(
                     "host config is not valid: \"timeoutSeconds\" must be > 0 and at most 86400, got {t}"
@@ -125,7 +129,8 @@ mod tests {
 
     #[test]
     fn config_rejects_unknown_key_naming_it() {
-        let err = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","bogus":1}"#).unwrap_err();
+        let err =
+            HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","bogus":1}"#).unwrap_err();
         assert!(err.message.contains("bogus"), "{}", err.message);
     }
 
@@ -139,8 +144,10 @@ mod tests {
 
     #[test]
     fn config_rejects_unknown_gate() {
-        let err = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","featureGates":{"Nope":true}}"#)
-            .unwrap_err();
+        let err = HostConfig::from_json(
+            r#"{"nodeName":"n","rootDir":"/r","featureGates":{"Nope":true}}"#,
+        )
+        .unwrap_err();
         assert!(err.message.contains("Nope"));
     }
 }

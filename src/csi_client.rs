@@ -52,7 +52,10 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf> {
         .or_else(|| endpoint.strip_prefix("unix:"))
         .unwrap_or(endpoint);
     if path.is_empty() {
-        return Err(Error::invalid(format!("endpoint {} names no socket path", quote(endpoint))));
+        return Err(Error::invalid(format!(
+            "endpoint {} names no socket path",
+            quote(endpoint)
+        )));
     }
     if !path.starts_with('/') {
         return Err(Error::invalid(format!(
@@ -107,8 +110,8 @@ impl CsiClient {
         let path = socket.clone();
         // The URI is required by the HTTP/2 layer but never resolved: the connector dials the
         // socket. Authority "localhost" as upstream uses.
-        let channel = Endpoint::from_static("http://localhost")
-            .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+        let channel = Endpoint::from_static("http://localhost").connect_with_connector_lazy(
+            tower::service_fn(move |_: Uri| {
                 let path = path.clone();
                 let counter = counter.clone();
                 async move {
@@ -118,7 +121,8 @@ impl CsiClient {
                     counter.fetch_add(1, Ordering::SeqCst);
                     Ok::<_, ConnectFailed>(TokioIo::new(stream))
                 }
-            }));
+            }),
+        );
         Ok(CsiClient {
             inner: Arc::new(Inner {
                 driver: driver.to_string(),
@@ -189,7 +193,11 @@ impl CsiClient {
                 .map_or_else(|| status.message().to_string(), |s| s.to_string());
             return Error::new(ErrorKind::Unavailable, format!("{what}: {detail}"));
         }
-        let kind = if status.code() == Code::DeadlineExceeded { ErrorKind::Timeout } else { ErrorKind::Driver };
+        let kind = if status.code() == Code::DeadlineExceeded {
+            ErrorKind::Timeout
+        } else {
+            ErrorKind::Driver
+        };
         let mut err = Error::new(kind, format!("{what}: {}", go_status_text(status)));
         err.grpc_code = Some(status.code() as i32);
         err
@@ -198,13 +206,16 @@ impl CsiClient {
     pub async fn node_get_info(&self, deadline: Instant) -> Result<NodeInfo> {
         let resp = self
             .call("NodeGetInfo", deadline, |mut c, t| async move {
-                c.node_get_info(with_timeout(csi::NodeGetInfoRequest {}, t)).await
+                c.node_get_info(with_timeout(csi::NodeGetInfoRequest {}, t))
+                    .await
             })
             .await?;
         Ok(NodeInfo {
             node_id: resp.node_id,
             max_volumes_per_node: resp.max_volumes_per_node,
-            topology: resp.accessible_topology.map(|t| t.segments.into_iter().collect()),
+            topology: resp
+                .accessible_topology
+                .map(|t| t.segments.into_iter().collect()),
         })
     }
 
@@ -218,7 +229,8 @@ impl CsiClient {
         }
         let resp = self
             .call("NodeGetCapabilities", deadline, |mut c, t| async move {
-                c.node_get_capabilities(with_timeout(csi::NodeGetCapabilitiesRequest {}, t)).await
+                c.node_get_capabilities(with_timeout(csi::NodeGetCapabilitiesRequest {}, t))
+                    .await
             })
             .await?;
         let caps = parse_capabilities(&resp);
@@ -227,7 +239,11 @@ impl CsiClient {
         Ok(caps)
     }
 
-    pub async fn node_stage(&self, req: csi::NodeStageVolumeRequest, deadline: Instant) -> Result<()> {
+    pub async fn node_stage(
+        &self,
+        req: csi::NodeStageVolumeRequest,
+        deadline: Instant,
+    ) -> Result<()> {
         require(&req.volume_id, "missing volume id")?;
         require(&req.staging_target_path, "missing staging target path")?;
         self.call("NodeStageVolume", deadline, |mut c, t| {
@@ -238,7 +254,12 @@ impl CsiClient {
         .map(drop)
     }
 
-    pub async fn node_unstage(&self, volume_id: &str, staging_target_path: &str, deadline: Instant) -> Result<()> {
+    pub async fn node_unstage(
+        &self,
+        volume_id: &str,
+        staging_target_path: &str,
+        deadline: Instant,
+    ) -> Result<()> {
         require(volume_id, "missing volume id")?;
         require(staging_target_path, "missing staging target path")?;
         let req = csi::NodeUnstageVolumeRequest {
@@ -253,7 +274,11 @@ impl CsiClient {
         .map(drop)
     }
 
-    pub async fn node_publish(&self, req: csi::NodePublishVolumeRequest, deadline: Instant) -> Result<()> {
+    pub async fn node_publish(
+        &self,
+        req: csi::NodePublishVolumeRequest,
+        deadline: Instant,
+    ) -> Result<()> {
         require(&req.volume_id, "missing volume id")?;
         require(&req.target_path, "missing target path")?;
         self.call("NodePublishVolume", deadline, |mut c, t| {
@@ -264,7 +289,12 @@ impl CsiClient {
         .map(drop)
     }
 
-    pub async fn node_unpublish(&self, volume_id: &str, target_path: &str, deadline: Instant) -> Result<()> {
+    pub async fn node_unpublish(
+        &self,
+        volume_id: &str,
+        target_path: &str,
+        deadline: Instant,
+    ) -> Result<()> {
         require(volume_id, "missing volume id")?;
         require(target_path, "missing target path")?;
         let req = csi::NodeUnpublishVolumeRequest {
@@ -299,10 +329,18 @@ impl CsiClient {
         .await
     }
 
-    pub async fn node_expand(&self, req: csi::NodeExpandVolumeRequest, deadline: Instant) -> Result<i64> {
+    pub async fn node_expand(
+        &self,
+        req: csi::NodeExpandVolumeRequest,
+        deadline: Instant,
+    ) -> Result<i64> {
         require(&req.volume_id, "missing volume id")?;
         require(&req.volume_path, "missing volume path")?;
-        if req.capacity_range.as_ref().is_some_and(|r| r.required_bytes < 0) {
+        if req
+            .capacity_range
+            .as_ref()
+            .is_some_and(|r| r.required_bytes < 0)
+        {
             return Err(Error::invalid("size can not be less than 0"));
         }
         let resp = self
@@ -353,7 +391,9 @@ fn parse_capabilities(resp: &csi::NodeGetCapabilitiesResponse) -> NodeCapabiliti
     use csi::node_service_capability::Type as Cap;
     let mut caps = NodeCapabilities::default();
     for cap in &resp.capabilities {
-        let Some(Cap::Rpc(rpc)) = &cap.r#type else { continue };
+        let Some(Cap::Rpc(rpc)) = &cap.r#type else {
+            continue;
+        };
         match Type::try_from(rpc.r#type) {
             Ok(Type::StageUnstageVolume) => caps.stage_unstage = true,
             Ok(Type::GetVolumeStats) => caps.get_volume_stats = true,
@@ -375,7 +415,11 @@ pub fn may_be_in_progress(err: &Error) -> bool {
         None => matches!(err.kind, ErrorKind::Unavailable | ErrorKind::Timeout),
         Some(code) => matches!(
             Code::from_i32(code),
-            Code::Cancelled | Code::DeadlineExceeded | Code::Unavailable | Code::ResourceExhausted | Code::Aborted
+            Code::Cancelled
+                | Code::DeadlineExceeded
+                | Code::Unavailable
+                | Code::ResourceExhausted
+                | Code::Aborted
         ),
     }
 }

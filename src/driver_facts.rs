@@ -67,7 +67,8 @@ impl DriverFacts {
             .unwrap_or_default()
             .into_iter()
             .map(|mut t| {
-                t.expiration_seconds.get_or_insert(DEFAULT_TOKEN_EXPIRATION_SECONDS);
+                t.expiration_seconds
+                    .get_or_insert(DEFAULT_TOKEN_EXPIRATION_SECONDS);
                 t
             })
             .collect();
@@ -84,7 +85,9 @@ impl DriverFacts {
                 .unwrap_or_else(|| vec![LifecycleMode::Persistent.as_str().to_string()]),
             se_linux_mount: spec.se_linux_mount.unwrap_or(false),
             token_requests,
-            service_account_token_in_secrets: spec.service_account_token_in_secrets.unwrap_or(false),
+            service_account_token_in_secrets: spec
+                .service_account_token_in_secrets
+                .unwrap_or(false),
         })
     }
 
@@ -102,7 +105,11 @@ impl DriverFacts {
         if self.lifecycle_modes.iter().any(|m| m == mode.as_str()) {
             return Ok(());
         }
-        let quoted: Vec<String> = self.lifecycle_modes.iter().map(|m| format!("{m:?}")).collect();
+        let quoted: Vec<String> = self
+            .lifecycle_modes
+            .iter()
+            .map(|m| format!("{m:?}"))
+            .collect();
         Err(Error::invalid(format!(
             "volume mode {:?} not supported by driver {} (only supports [{}])",
             mode.as_str(),

@@ -77,11 +77,27 @@ impl DriverStore {
     /// Removes the registration `generation` only; a newer one stays.
     pub fn remove_generation(&self, name: &str, generation: u64) -> bool {
         let mut inner = self.write();
-        if inner.drivers.get(name).is_some_and(|d| d.generation == generation) {
+        if inner
+            .drivers
+            .get(name)
+            .is_some_and(|d| d.generation == generation)
+        {
             inner.drivers.remove(name);
             return true;
         }
         false
+    }
+
+    /// Removes the registration `generation` if it never completed.
+    pub fn remove_pending(&self, name: &str, generation: u64) {
+        let mut inner = self.write();
+        if inner
+            .drivers
+            .get(name)
+            .is_some_and(|d| d.generation == generation && d.node_info.is_none())
+        {
+            inner.drivers.remove(name);
+        }
     }
 
     pub fn remove(&self, name: &str) -> Option<Arc<Driver>> {
@@ -90,8 +106,13 @@ impl DriverStore {
 
     /// Completed registrations, sorted by name.
     pub fn list(&self) -> Vec<Arc<Driver>> {
-        let mut all: Vec<Arc<Driver>> =
-            self.read().drivers.values().filter(|d| d.node_info.is_some()).cloned().collect();
+        let mut all: Vec<Arc<Driver>> = self
+            .read()
+            .drivers
+            .values()
+            .filter(|d| d.node_info.is_some())
+            .cloned()
+            .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }

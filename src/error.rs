@@ -45,7 +45,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, class: ErrorClass::Final, grpc_code: None, message: message.into() }
+        Error {
+            kind,
+            class: ErrorClass::Final,
+            grpc_code: None,
+            message: message.into(),
+        }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {

@@ -50,6 +50,9 @@ mod tests {
         assert_eq!(quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
         assert_eq!(quote("\x01"), "\"\\x01\"");
         assert_eq!(quote("é"), "\"é\"");
-        assert_eq!(quote_list(&["0.2.0".into(), "v0.3.0".into()]), "[\"0.2.0\" \"v0.3.0\"]");
+        assert_eq!(
+            quote_list(&["0.2.0".into(), "v0.3.0".into()]),
+            "[\"0.2.0\" \"v0.3.0\"]"
+        );
     }
 }

@@ -17,7 +17,10 @@ struct Route {
     max_level: i32,
 }
 
-static ROUTE: RwLock<Route> = RwLock::new(Route { sink: None, max_level: 1 });
+static ROUTE: RwLock<Route> = RwLock::new(Route {
+    sink: None,
+    max_level: 1,
+});
 static INSTALL: Once = Once::new();
 
 pub fn level_number(level: &Level) -> i32 {
@@ -34,7 +37,10 @@ pub fn level_number(level: &Level) -> i32 {
 /// stderr (or up to `KCSI_LOG_LEVEL`, 0..4).
 pub fn init() {
     INSTALL.call_once(|| {
-        if let Some(level) = std::env::var("KCSI_LOG_LEVEL").ok().and_then(|v| v.parse::<i32>().ok()) {
+        if let Some(level) = std::env::var("KCSI_LOG_LEVEL")
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+        {
             route_write().max_level = level.clamp(0, 4);
         }
         let subscriber = Registry::default().with(Router);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::SecretReference;
 use tokio::time::Instant;
 
+use crate::config::MAX_TIMEOUT;
 use crate::csi_client::{may_be_in_progress, CsiClient, NodeCapabilities};
 use crate::driver_store::Driver;
 use crate::error::{Error, Result};
@@ -28,9 +29,20 @@ impl<'h> Operation<'h> {
         Self::start_with_timeout(host, driver_name, what, host.config.timeout)
     }
 
-    pub fn start_with_timeout(host: &'h Host, driver_name: &str, what: &str, timeout: Duration) -> Result<Operation<'h>> {
-        let driver = host.driver(driver_name).map_err(|e| e.context(format!("{what} failed to get CSI client")))?;
-        Ok(Operation { host, driver, deadline: Instant::now() + timeout })
+    pub fn start_with_timeout(
+        host: &'h Host,
+        driver_name: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<Operation<'h>> {
+        let driver = host
+            .driver(driver_name)
+            .map_err(|e| e.context(format!("{what} failed to get CSI client")))?;
+        Ok(Operation {
+            host,
+            driver,
+            deadline: Instant::now() + timeout.min(MAX_TIMEOUT),
+        })
     }
 
     pub fn client(&self) -> &CsiClient {
@@ -43,28 +55,50 @@ impl<'h> Operation<'h> {
 
     /// The VolumeAttachment's `attachmentMetadata` (upstream `getPublishContext`): `None` when
     /// the driver needs no attach; a missing or unreadable attachment is transient.
-    pub async fn publish_context(&self, volume_handle: &str) -> Result<Option<HashMap<String, String>>> {
-        let facts = self.host.driver_facts(&self.driver.name).map_err(Error::transient)?;
+    pub async fn publish_context(
+        &self,
+        volume_handle: &str,
+    ) -> Result<Option<HashMap<String, String>>> {
+        let facts = self
+            .host
+            .driver_facts(&self.driver.name)
+            .map_err(Error::transient)?;
         if !facts.attach_required {
             return Ok(None);
         }
-        let name = attachment_name(volume_handle, &self.driver.name, &self.host.config.node_name);
-        let va = self.host.volume_attachment(&name).await.map_err(Error::transient)?;
-        let metadata = va.status.and_then(|s| s.attachment_metadata).unwrap_or_default();
+        let name = attachment_name(
+            volume_handle,
+            &self.driver.name,
+            &self.host.config.node_name,
+        );
+        let va = self
+            .host
+            .volume_attachment(&name)
+            .await
+            .map_err(Error::transient)?;
+        let metadata = va
+            .status
+            .and_then(|s| s.attachment_metadata)
+            .unwrap_or_default();
         Ok(Some(metadata.into_iter().collect()))
     }
 
     /// The Secret a `*SecretRef` names, values as strings; any failure is transient
     /// (`what` names the ref, e.g. "NodePublishSecretRef").
-    pub async fn secrets(&self, what: &str, secret_ref: Option<&SecretReference>) -> Result<HashMap<String, String>> {
-        let Some(r) = secret_ref else { return Ok(HashMap::new()) };
+    pub async fn secrets(
+        &self,
+        what: &str,
+        secret_ref: Option<&SecretReference>,
+    ) -> Result<HashMap<String, String>> {
+        let Some(r) = secret_ref else {
+            return Ok(HashMap::new());
+        };
         let ns = r.namespace.as_deref().unwrap_or("");
         let name = r.name.as_deref().unwrap_or("");
-        let data = self
-            .host
-            .secret_data(ns, name)
-            .await
-            .map_err(|e| e.context(format!("fetching {what} {ns}/{name} failed")).transient())?;
+        let data = self.host.secret_data(ns, name).await.map_err(|e| {
+            e.context(format!("fetching {what} {ns}/{name} failed"))
+                .transient()
+        })?;
         Ok(data.into_iter().collect())
     }
 }

@@ -60,7 +60,9 @@ pub fn check_driver_name(name: &str) -> Result<()> {
     let bad = name.is_empty()
         || name.starts_with('/')
         || name.chars().any(char::is_control)
-        || name.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+        || name
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..");
     if bad {
         return Err(Error::invalid(format!(
             "driver name {} is not safe: it must be non-empty, relative, free of control \
@@ -100,7 +102,13 @@ impl Layout {
         check_name("pod UID", pod_uid)?;
         let escaped = escape_qualified_name(spec_name);
         check_name("volume spec name", &escaped)?;
-        Ok(self.root.join("pods").join(pod_uid).join("volumes").join(ESCAPED_PLUGIN_NAME).join(escaped))
+        Ok(self
+            .root
+            .join("pods")
+            .join(pod_uid)
+            .join("volumes")
+            .join(ESCAPED_PLUGIN_NAME)
+            .join(escaped))
     }
 
     /// The pod's mount (NodePublish target) path: `<pod volume dir>/mount`.
@@ -116,7 +124,11 @@ impl Layout {
                 "makeDeviceMountPath failed, CSIPersistentVolumeSource volume handle is empty",
             ));
         }
-        Ok(self.plugin_dir().join(driver).join(sha256_hex(&[volume_handle])).join("globalmount"))
+        Ok(self
+            .plugin_dir()
+            .join(driver)
+            .join(sha256_hex(&[volume_handle]))
+            .join("globalmount"))
     }
 
     fn volume_devices_dir(&self) -> PathBuf {
@@ -162,7 +174,12 @@ impl Layout {
     /// Block pod device map dir: `<root>/pods/<uid>/volumeDevices/kubernetes.io~csi`.
     pub fn pod_device_map_dir(&self, pod_uid: &str) -> Result<PathBuf> {
         check_name("pod UID", pod_uid)?;
-        Ok(self.root.join("pods").join(pod_uid).join("volumeDevices").join(ESCAPED_PLUGIN_NAME))
+        Ok(self
+            .root
+            .join("pods")
+            .join(pod_uid)
+            .join("volumeDevices")
+            .join(ESCAPED_PLUGIN_NAME))
     }
 }
 
@@ -190,7 +207,12 @@ mod tests {
             PathBuf::from("/r/plugins/kubernetes.io/csi/test-driver/089d5e4b1e716868b2a08620dae565670ad7fb1eec5205d9a79c39e85fdfc01d/globalmount")
         );
         assert_eq!(
-            l.device_mount_path("d", "project/zone/test-vol1").unwrap().parent().unwrap().file_name().unwrap(),
+            l.device_mount_path("d", "project/zone/test-vol1")
+                .unwrap()
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap(),
             "499e124114963a0c3bde28794f1045fb2327a7484f2d26afafaf0765f0985a95"
         );
     }
@@ -220,8 +242,14 @@ mod tests {
     fn block_paths_follow_upstream_layout() {
         let l = Layout::new("/r");
         let base = "/r/plugins/kubernetes.io/csi/volumeDevices";
-        assert_eq!(l.block_global_map_path("spec-0").unwrap(), PathBuf::from(format!("{base}/spec-0/dev")));
-        assert_eq!(l.block_staging_path("spec-0").unwrap(), PathBuf::from(format!("{base}/staging/spec-0")));
+        assert_eq!(
+            l.block_global_map_path("spec-0").unwrap(),
+            PathBuf::from(format!("{base}/spec-0/dev"))
+        );
+        assert_eq!(
+            l.block_staging_path("spec-0").unwrap(),
+            PathBuf::from(format!("{base}/staging/spec-0"))
+        );
         assert_eq!(
             l.block_publish_path("spec-0", "test-pod").unwrap(),
             PathBuf::from(format!("{base}/publish/spec-0/test-pod"))

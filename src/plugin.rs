@@ -11,10 +11,14 @@ const PREFIX: &str = "kubernetes.io/csi: ";
 pub fn volume_name(spec: &SpecHead) -> Result<String> {
     let what = || format!("{PREFIX}plugin.GetVolumeName failed to extract volume source from spec");
     match spec.source().map_err(|e| e.context(what()))? {
-        SourceHead::Persistent { driver, volume_handle } => Ok(format!("{driver}^{volume_handle}")),
-        SourceHead::Inline { .. } => {
-            Err(Error::invalid("unexpected api.CSIVolumeSource found in volume.Spec").context(what()))
-        }
+        SourceHead::Persistent {
+            driver,
+            volume_handle,
+        } => Ok(format!("{driver}^{volume_handle}")),
+        SourceHead::Inline { .. } => Err(Error::invalid(
+            "unexpected api.CSIVolumeSource found in volume.Spec",
+        )
+        .context(what())),
     }
 }
 
@@ -43,5 +47,7 @@ pub fn requires_remount(host: &Host, spec: &SpecHead) -> bool {
         Ok(SourceHead::Inline { driver }) | Ok(SourceHead::Persistent { driver, .. }) => driver,
         Err(_) => return false,
     };
-    host.driver_facts(driver).map(|f| f.requires_republish).unwrap_or(false)
+    host.driver_facts(driver)
+        .map(|f| f.requires_republish)
+        .unwrap_or(false)
 }

@@ -25,7 +25,9 @@ impl fmt::Debug for Redacted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut keys: Vec<&String> = self.0.keys().collect();
         keys.sort();
-        f.debug_map().entries(keys.into_iter().map(|k| (k, "<redacted>"))).finish()
+        f.debug_map()
+            .entries(keys.into_iter().map(|k| (k, "<redacted>")))
+            .finish()
     }
 }
 
@@ -38,7 +40,14 @@ impl fmt::Debug for Context<'_> {
         entries.sort();
         f.debug_map()
             .entries(entries.into_iter().map(|(k, v)| {
-                (k, if k == TOKENS_KEY { "<redacted>" } else { v.as_str() })
+                (
+                    k,
+                    if k == TOKENS_KEY {
+                        "<redacted>"
+                    } else {
+                        v.as_str()
+                    },
+                )
             }))
             .finish()
     }
@@ -127,13 +136,19 @@ mod tests {
             volume_id: "v1".into(),
             secrets: HashMap::from([("password".into(), "hunter2".into())]),
             volume_context: HashMap::from([
-                (TOKENS_KEY.into(), "{\"aud\":{\"token\":\"tok-123\"}}".into()),
+                (
+                    TOKENS_KEY.into(),
+                    "{\"aud\":{\"token\":\"tok-123\"}}".into(),
+                ),
                 ("size".into(), "1Gi".into()),
             ]),
             ..Default::default()
         };
         let text = format!("{req:?}");
-        assert!(!text.contains("hunter2") && !text.contains("tok-123"), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("tok-123"),
+            "{text}"
+        );
         assert!(text.contains("password") && text.contains("1Gi"));
     }
 }

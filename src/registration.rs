@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::config::MAX_TIMEOUT;
 use crate::csi_client::{CsiClient, NodeInfo};
 use crate::driver_store::Driver;
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
@@ -38,7 +39,12 @@ fn highest_version(caller: &str, name: &str, versions: &[String]) -> Result<Vers
 }
 
 /// The other half: a registered driver of that name must have a strictly lower version.
-fn check_existing(caller: &str, name: &str, existing: Option<&Driver>, new: &Version) -> Result<()> {
+fn check_existing(
+    caller: &str,
+    name: &str,
+    existing: Option<&Driver>,
+    new: &Version,
+) -> Result<()> {
     match existing {
         Some(existing) if existing.version >= *new => Err(Error::new(
             ErrorKind::AlreadyExists,
@@ -66,16 +72,33 @@ pub fn validate(host: &Host, name: &str, endpoint: &str, versions: &[String]) ->
     );
     check_inputs(name, endpoint)?;
     highest_version("ValidatePlugin", name, versions)
-        .and_then(|v| check_existing("ValidatePlugin", name, host.drivers.get(name).as_deref(), &v))
-        .map_err(|e| e.context(format!("validation failed for CSI Driver {name} at endpoint {endpoint}")))
+        .and_then(|v| {
+            check_existing(
+                "ValidatePlugin",
+                name,
+                host.drivers.get(name).as_deref(),
+                &v,
+            )
+        })
+        .map_err(|e| {
+            e.context(format!(
+                "validation failed for CSI Driver {name} at endpoint {endpoint}"
+            ))
+        })
 }
 
 /// `RegisterPlugin`: store the driver, ask it for its node info, publish that to the node's
 /// API objects; any failure rolls this registration back.
-pub async fn register(host: &Host, name: &str, endpoint: &str, versions: &[String], timeout: Option<Duration>) -> Result<NodeInfo> {
+pub async fn register(
+    host: &Host,
+    name: &str,
+    endpoint: &str,
+    versions: &[String],
+    timeout: Option<Duration>,
+) -> Result<NodeInfo> {
     tracing::info!("{PREFIX}Register new plugin with name: {name} at endpoint: {endpoint}");
     check_inputs(name, endpoint)?;
-    let deadline = Instant::now() + timeout.unwrap_or(host.config.timeout);
+    let deadline = Instant::now() + timeout.unwrap_or(host.config.timeout).min(MAX_TIMEOUT);
     let version = highest_version("RegisterPlugin", name, versions)?;
     let driver = host.drivers.insert_if(
         name,
@@ -91,10 +114,18 @@ pub async fn register(host: &Host, name: &str, endpoint: &str, versions: &[Strin
             })
         },
     )?;
+    let _pending = Pending {
+        host,
+        name,
+        generation: driver.generation,
+    };
     match install(host, &driver, deadline).await {
         Ok(info) => {
             if host.drivers.complete(name, driver.generation, info.clone()) {
-                tracing::info!("{PREFIX}registered CSI driver {name} (node id {:?})", info.node_id);
+                tracing::info!(
+                    "{PREFIX}registered CSI driver {name} (node id {:?})",
+                    info.node_id
+                );
                 Ok(info)
             } else {
                 Err(Error::new(
@@ -111,6 +142,20 @@ pub async fn register(host: &Host, name: &str, endpoint: &str, versions: &[Strin
             }
             Err(classify_registration_failure(err))
         }
+    }
+}
+
+/// Drops a registration that never finished, should its future unwind (a panic in a
+/// dependency): a half-registered entry would block every later registration of the name.
+struct Pending<'a> {
+    host: &'a Host,
+    name: &'a str,
+    generation: u64,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.host.drivers.remove_pending(self.name, self.generation);
     }
 }
 
@@ -147,6 +192,9 @@ pub async fn deregister(host: &Host, name: &str) -> Result<()> {
     })?;
     match removed {
         Some(_) => Ok(()),
-        None => Err(Error::not_found(format!("CSI driver {} is not registered", quote(name)))),
+        None => Err(Error::not_found(format!(
+            "CSI driver {} is not registered",
+            quote(name)
+        ))),
     }
 }

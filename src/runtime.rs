@@ -22,9 +22,13 @@ fn global() -> Result<&'static Global> {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .thread_name("kcsi-rt")
+            .on_thread_start(block_sigpipe)
             .enable_all()
             .build()
-            .map(|runtime| Global { runtime, pid: std::process::id() })
+            .map(|runtime| Global {
+                runtime,
+                pid: std::process::id(),
+            })
             .map_err(|e| format!("cannot start the kcsi runtime: {e}"))
     });
     let g = g.as_ref().map_err(|e| Error::internal(e.clone()))?;
@@ -40,6 +44,20 @@ fn global() -> Result<&'static Global> {
         ));
     }
     Ok(g)
+}
+
+/// Writing to a socket a driver already closed raises SIGPIPE on the writing thread. Hosts that
+/// did not ignore it (a C program's default, and Go, which treats SIGPIPE on a thread it did not
+/// create as fatal) would die with the driver. Blocked on kcsi's own threads only, the write just
+/// fails with EPIPE; the host's process-wide signal handling is left alone.
+fn block_sigpipe() {
+    // SAFETY: plain libc calls on a local, zero-initialised signal set for this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// A handle to the runtime, for spawning background work.

@@ -1,7 +1,9 @@
 //! The volume spec a host hands kcsi (upstream `volume.Spec`): a PersistentVolume with a read-only
 //! flag, or a pod's inline Volume; and the CSI source extraction rules built on it.
 
-use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, CSIVolumeSource, PersistentVolume, Volume};
+use k8s_openapi::api::core::v1::{
+    CSIPersistentVolumeSource, CSIVolumeSource, PersistentVolume, Volume,
+};
 use std::borrow::Cow;
 
 use serde::Deserialize;
@@ -52,18 +54,28 @@ impl VolumeSpec {
         if let Some(v) = &self.volume {
             return &v.name;
         }
-        self.persistent_volume.as_ref().and_then(|pv| pv.metadata.name.as_deref()).unwrap_or("")
+        self.persistent_volume
+            .as_ref()
+            .and_then(|pv| pv.metadata.name.as_deref())
+            .unwrap_or("")
     }
 
     /// `getSourceFromSpec`.
     pub fn source(&self) -> Result<Source<'_>> {
         if self.volume.is_some() && self.persistent_volume.is_some() {
-            return Err(Error::invalid("volume.Spec has both volume and persistent volume sources"));
+            return Err(Error::invalid(
+                "volume.Spec has both volume and persistent volume sources",
+            ));
         }
         if let Some(csi) = self.volume.as_ref().and_then(|v| v.csi.as_ref()) {
             return Ok(Source::Inline(csi));
         }
-        if let Some(csi) = self.persistent_volume.as_ref().and_then(|pv| pv.spec.as_ref()).and_then(|s| s.csi.as_ref()) {
+        if let Some(csi) = self
+            .persistent_volume
+            .as_ref()
+            .and_then(|pv| pv.spec.as_ref())
+            .and_then(|s| s.csi.as_ref())
+        {
             return Ok(Source::Persistent(csi));
         }
         Err(Error::invalid("volume source not found in volume.Spec"))
@@ -73,13 +85,18 @@ impl VolumeSpec {
     pub fn persistent_source(&self) -> Result<&CSIPersistentVolumeSource> {
         match self.source()? {
             Source::Persistent(s) => Ok(s),
-            Source::Inline(_) => Err(Error::invalid("unexpected api.CSIVolumeSource found in volume.Spec")),
+            Source::Inline(_) => Err(Error::invalid(
+                "unexpected api.CSIVolumeSource found in volume.Spec",
+            )),
         }
     }
 
     /// `CanSupport`: a CSI source in either place.
     pub fn has_csi_source(&self) -> bool {
-        self.persistent_volume.as_ref().and_then(|pv| pv.spec.as_ref()).is_some_and(|s| s.csi.is_some())
+        self.persistent_volume
+            .as_ref()
+            .and_then(|pv| pv.spec.as_ref())
+            .is_some_and(|s| s.csi.is_some())
             || self.volume.as_ref().is_some_and(|v| v.csi.is_some())
     }
 
@@ -170,28 +187,48 @@ struct CsiHead<'a> {
 /// The CSI source as the queries see it.
 #[derive(Clone, Copy, Debug)]
 pub enum SourceHead<'s> {
-    Inline { driver: &'s str },
-    Persistent { driver: &'s str, volume_handle: &'s str },
+    Inline {
+        driver: &'s str,
+    },
+    Persistent {
+        driver: &'s str,
+        volume_handle: &'s str,
+    },
 }
 
 impl SpecHead<'_> {
     /// `getSourceFromSpec`, with the same rules and messages as [`VolumeSpec::source`].
     pub fn source(&self) -> Result<SourceHead<'_>> {
         if self.volume.is_some() && self.persistent_volume.is_some() {
-            return Err(Error::invalid("volume.Spec has both volume and persistent volume sources"));
+            return Err(Error::invalid(
+                "volume.Spec has both volume and persistent volume sources",
+            ));
         }
         if let Some(csi) = self.volume.as_ref().and_then(|v| v.csi.as_ref()) {
-            return Ok(SourceHead::Inline { driver: &csi.driver });
+            return Ok(SourceHead::Inline {
+                driver: &csi.driver,
+            });
         }
-        if let Some(csi) = self.persistent_volume.as_ref().and_then(|pv| pv.spec.as_ref()).and_then(|s| s.csi.as_ref()) {
-            return Ok(SourceHead::Persistent { driver: &csi.driver, volume_handle: &csi.volume_handle });
+        if let Some(csi) = self
+            .persistent_volume
+            .as_ref()
+            .and_then(|pv| pv.spec.as_ref())
+            .and_then(|s| s.csi.as_ref())
+        {
+            return Ok(SourceHead::Persistent {
+                driver: &csi.driver,
+                volume_handle: &csi.volume_handle,
+            });
         }
         Err(Error::invalid("volume source not found in volume.Spec"))
     }
 
     /// `CanSupport`: a CSI source in either place.
     pub fn has_csi_source(&self) -> bool {
-        self.persistent_volume.as_ref().and_then(|pv| pv.spec.as_ref()).is_some_and(|s| s.csi.is_some())
+        self.persistent_volume
+            .as_ref()
+            .and_then(|pv| pv.spec.as_ref())
+            .is_some_and(|s| s.csi.is_some())
             || self.volume.as_ref().is_some_and(|v| v.csi.is_some())
     }
 }
@@ -206,13 +243,22 @@ mod tests {
 
     #[test]
     fn source_rules_follow_upstream() {
-        let pv = spec(r#"{"persistentVolume":{"metadata":{"name":"pv1"},"spec":{"csi":{"driver":"d","volumeHandle":"h"}}}}"#);
+        let pv = spec(
+            r#"{"persistentVolume":{"metadata":{"name":"pv1"},"spec":{"csi":{"driver":"d","volumeHandle":"h"}}}}"#,
+        );
         assert!(matches!(pv.source().unwrap(), Source::Persistent(_)));
         assert_eq!(pv.name(), "pv1");
         let inline = spec(r#"{"volume":{"name":"v","csi":{"driver":"d"}}}"#);
-        assert_eq!(inline.persistent_source().unwrap_err().message, "unexpected api.CSIVolumeSource found in volume.Spec");
-        assert_eq!(spec("{}").source().unwrap_err().message, "volume source not found in volume.Spec");
-        let both = spec(r#"{"volume":{"name":"v","csi":{"driver":"d"}},"persistentVolume":{"spec":{}}}"#);
+        assert_eq!(
+            inline.persistent_source().unwrap_err().message,
+            "unexpected api.CSIVolumeSource found in volume.Spec"
+        );
+        assert_eq!(
+            spec("{}").source().unwrap_err().message,
+            "volume source not found in volume.Spec"
+        );
+        let both =
+            spec(r#"{"volume":{"name":"v","csi":{"driver":"d"}},"persistentVolume":{"spec":{}}}"#);
         assert!(both.source().unwrap_err().message.contains("both"));
         assert!(serde_json::from_str::<VolumeSpec>(r#"{"volumes":{}}"#).is_err());
     }

@@ -219,7 +219,9 @@ mod tests {
         }
         assert_eq!(highest_supported_version(&[]), Err(VersionError::Empty));
         assert_eq!(
-            highest_supported_version(&list(&["v1.2.3", "v1.10.0", "1.9"])).unwrap().to_string(),
+            highest_supported_version(&list(&["v1.2.3", "v1.10.0", "1.9"]))
+                .unwrap()
+                .to_string(),
             "1.10.0"
         );
     }

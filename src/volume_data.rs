@@ -51,9 +51,19 @@ pub fn encode(data: &VolumeData) -> String {
 pub fn save(dir: &Path, data: &VolumeData) -> Result<()> {
     let path = dir.join(FILE_NAME);
     let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
-    let failed = |e: std::io::Error| Error::io(format!("failed to save volume data file [{}]", path.display()), &e);
+    let failed = |e: std::io::Error| {
+        Error::io(
+            format!("failed to save volume data file [{}]", path.display()),
+            &e,
+        )
+    };
     let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o640).open(&tmp)?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o640)
+            .open(&tmp)?;
         f.write_all(encode(data).as_bytes())?;
         f.sync_all()?;
         fs::rename(&tmp, &path)?;
@@ -70,29 +80,56 @@ pub fn save(dir: &Path, data: &VolumeData) -> Result<()> {
 pub fn load(dir: &Path) -> Result<VolumeData> {
     let path = dir.join(FILE_NAME);
     let text = fs::read_to_string(&path).map_err(|e| {
-        let mut err = Error::io(format!("failed to open volume data file [{}]", path.display()), &e);
+        let mut err = Error::io(
+            format!("failed to open volume data file [{}]", path.display()),
+            &e,
+        );
         if e.kind() == IoKind::NotFound {
             err.kind = ErrorKind::NotFound;
         }
         err
     })?;
     serde_json::from_str(&text).map_err(|e| {
-        let detail = if text.trim().is_empty() { "EOF".to_string() } else { e.to_string() };
-        Error::new(ErrorKind::Io, format!("failed to parse volume data file [{}]: {detail}", path.display()))
+        let detail = if text.trim().is_empty() {
+            "EOF".to_string()
+        } else {
+            e.to_string()
+        };
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "failed to parse volume data file [{}]: {detail}",
+                path.display()
+            ),
+        )
     })
 }
 
 /// A required key of loaded volume data.
 pub fn get<'a>(data: &'a VolumeData, key: &str, dir: &Path) -> Result<&'a str> {
-    data.get(key).map(String::as_str).filter(|v| !v.is_empty()).ok_or_else(|| {
-        Error::new(ErrorKind::Io, format!("volume data file [{}] has no {key:?}", dir.join(FILE_NAME).display()))
-    })
+    data.get(key)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Io,
+                format!(
+                    "volume data file [{}] has no {key:?}",
+                    dir.join(FILE_NAME).display()
+                ),
+            )
+        })
 }
 
 /// Mount points from `/proc/self/mountinfo` (octal escapes decoded).
 fn mount_points() -> Result<Vec<PathBuf>> {
-    let text = fs::read_to_string("/proc/self/mountinfo").map_err(|e| Error::io("cannot read /proc/self/mountinfo", &e))?;
-    Ok(text.lines().filter_map(|l| l.split(' ').nth(4)).map(|p| PathBuf::from(unescape_octal(p))).collect())
+    let text = fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| Error::io("cannot read /proc/self/mountinfo", &e))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape_octal(p)))
+        .collect())
 }
 
 fn unescape_octal(s: &str) -> String {
@@ -100,7 +137,10 @@ fn unescape_octal(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -128,7 +168,10 @@ pub fn is_mount_point(path: &Path) -> Result<bool> {
 /// error): removing it would lose the data needed to unmount it later.
 pub fn remove_mount_dir(mount_path: &Path) -> Result<()> {
     if is_mount_point(mount_path)? {
-        tracing::warn!("kubernetes.io/csi: {} is still mounted, not removing it", mount_path.display());
+        tracing::warn!(
+            "kubernetes.io/csi: {} is still mounted, not removing it",
+            mount_path.display()
+        );
         return Ok(());
     }
     remove_if_exists(mount_path, "failed to remove dir")?;
@@ -163,7 +206,12 @@ pub fn make_dirs(dir: &Path) -> Result<()> {
         .recursive(true)
         .mode(0o750)
         .create(dir)
-        .map_err(|e| Error::io(format!("failed to create dir {:?}", dir.display().to_string()), &e))
+        .map_err(|e| {
+            Error::io(
+                format!("failed to create dir {:?}", dir.display().to_string()),
+                &e,
+            )
+        })
 }
 
 #[cfg(test)]
@@ -192,7 +240,10 @@ mod tests {
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
         save(dir.path(), &data).unwrap();
         assert_eq!(load(dir.path()).unwrap(), data);
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from(FILE_NAME)]);
     }
 
@@ -202,7 +253,10 @@ mod tests {
         assert_eq!(load(dir.path()).unwrap_err().kind, ErrorKind::NotFound);
         fs::write(dir.path().join(FILE_NAME), "").unwrap();
         let err = load(dir.path()).unwrap_err();
-        assert!(err.message.contains("failed to parse volume data file") && err.message.ends_with("EOF"));
+        assert!(
+            err.message.contains("failed to parse volume data file")
+                && err.message.ends_with("EOF")
+        );
     }
 
     #[test]

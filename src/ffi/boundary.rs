@@ -20,7 +20,11 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs a fallible export body: success is `KCSI_OK`; an error (or a caught panic, as
 /// `KCSI_ERR_INTERNAL`) becomes a result code and, when `err_out` is not NULL, an error object.
-pub(crate) fn guard(what: &str, err_out: *mut *mut kcsi_error, body: impl FnOnce() -> Result<()>) -> kcsi_result {
+pub(crate) fn guard(
+    what: &str,
+    err_out: *mut *mut kcsi_error,
+    body: impl FnOnce() -> Result<()>,
+) -> kcsi_result {
     let err = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return KCSI_OK,
         Ok(Err(e)) => e,
@@ -63,7 +67,9 @@ pub(crate) fn str_array(p: *const *const c_char, len: usize, what: &str) -> Resu
         return Ok(Vec::new());
     }
     if p.is_null() {
-        return Err(Error::invalid(format!("{what} is NULL but its length is {len}")));
+        return Err(Error::invalid(format!(
+            "{what} is NULL but its length is {len}"
+        )));
     }
     let items = unsafe { std::slice::from_raw_parts(p, len) };
     items

@@ -54,14 +54,18 @@ impl kcsi_error {
 /// The result code carried by `e`. `KCSI_ERR_INVALID_ARGUMENT` when `e` is NULL.
 #[no_mangle]
 pub extern "C" fn kcsi_error_result(e: *const kcsi_error) -> kcsi_result {
-    guard_value(KCSI_ERR_INTERNAL, || unsafe { e.as_ref() }.map_or(KCSI_ERR_INVALID_ARGUMENT, |e| e.result))
+    guard_value(KCSI_ERR_INTERNAL, || {
+        unsafe { e.as_ref() }.map_or(KCSI_ERR_INVALID_ARGUMENT, |e| e.result)
+    })
 }
 
 /// The message of `e`: what failed, with which input. Borrowed: valid until
 /// `kcsi_error_free(e)`. NULL when `e` is NULL.
 #[no_mangle]
 pub extern "C" fn kcsi_error_message(e: *const kcsi_error) -> *const c_char {
-    guard_value(std::ptr::null(), || unsafe { e.as_ref() }.map_or(std::ptr::null(), |e| e.message.as_ptr()))
+    guard_value(std::ptr::null(), || {
+        unsafe { e.as_ref() }.map_or(std::ptr::null(), |e| e.message.as_ptr())
+    })
 }
 
 /// The gRPC status code the CSI driver returned, or -1 when the error did not come from a

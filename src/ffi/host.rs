@@ -18,13 +18,18 @@ pub struct kcsi_host {
 
 /// The host behind a host handle argument.
 pub(crate) fn host_arg<'a>(h: *mut kcsi_host) -> Result<&'a Arc<Host>> {
-    unsafe { h.as_ref() }.map(|h| &h.host).ok_or_else(|| Error::invalid("host is NULL"))
+    unsafe { h.as_ref() }
+        .map(|h| &h.host)
+        .ok_or_else(|| Error::invalid("host is NULL"))
 }
 
 /// The host of a child handle, if it was not freed.
 pub(crate) fn upgrade(host: &Weak<Host>) -> Result<Arc<Host>> {
     host.upgrade().ok_or_else(|| {
-        Error::new(ErrorKind::FailedPrecondition, "the kcsi_host this handle belongs to was freed")
+        Error::new(
+            ErrorKind::FailedPrecondition,
+            "the kcsi_host this handle belongs to was freed",
+        )
     })
 }
 
@@ -43,7 +48,12 @@ pub extern "C" fn kcsi_host_new(
         logging::init();
         let _rt = runtime::handle()?.enter();
         let host = Host::new(config)?;
-        write_value(host_out, Box::into_raw(Box::new(kcsi_host { host: Arc::new(host) })));
+        write_value(
+            host_out,
+            Box::into_raw(Box::new(kcsi_host {
+                host: Arc::new(host),
+            })),
+        );
         Ok(())
     })
 }

@@ -13,8 +13,14 @@ use crate::logging;
 /// Receives one log record: `level` 0 error .. 4 trace, `target` the kcsi module, `message`
 /// the text. Both strings are borrowed for the call only. May run on any thread, concurrently;
 /// must not call back into kcsi.
-pub type kcsi_log_fn =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, level: i32, target: *const c_char, message: *const c_char)>;
+pub type kcsi_log_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        level: i32,
+        target: *const c_char,
+        message: *const c_char,
+    ),
+>;
 
 thread_local! {
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
@@ -44,10 +50,14 @@ pub extern "C" fn kcsi_set_log_callback(
 ) -> kcsi_result {
     guard("kcsi_set_log_callback", err_out, || {
         if IN_CALLBACK.with(Cell::get) {
-            return Err(Error::invalid("kcsi_set_log_callback was called from inside a log callback"));
+            return Err(Error::invalid(
+                "kcsi_set_log_callback was called from inside a log callback",
+            ));
         }
         if !(0..=4).contains(&max_level) {
-            return Err(Error::invalid(format!("max_level must be 0 (error) to 4 (trace), got {max_level}")));
+            return Err(Error::invalid(format!(
+                "max_level must be 0 (error) to 4 (trace), got {max_level}"
+            )));
         }
         let sink = cb.map(|f| {
             let data = UserData(user_data);

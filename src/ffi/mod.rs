@@ -3,12 +3,19 @@
 //!
 //! Every export runs its body through [`boundary`], so a panic never unwinds into C.
 #![allow(non_camel_case_types)]
+// Exports are safe `extern "C"` fns by design: pointer validity is the C caller's contract.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+pub mod attacher;
+pub mod block;
 mod boundary;
 pub mod error;
+pub mod expand;
 pub mod host;
 pub mod log;
+pub mod mounter;
 pub mod queries;
+pub mod reconstruct;
 pub mod registration;
 
 use std::ffi::c_char;

@@ -49,7 +49,10 @@ pub extern "C" fn kcsi_register_plugin(
         let endpoint = str_arg(endpoint, "endpoint")?;
         let versions = str_array(versions, versions_len, "versions")?;
         let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64));
-        runtime::block_on(registration::register(host, name, endpoint, &versions, timeout))?.map(drop)
+        runtime::block_on(registration::register(
+            host, name, endpoint, &versions, timeout,
+        ))?
+        .map(drop)
     })
 }
 

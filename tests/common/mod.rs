@@ -28,7 +28,10 @@ pub fn peer_binary(name: &str) -> PathBuf {
 
 /// A short temp dir (Unix socket paths are limited to 107 bytes).
 pub fn short_tempdir(prefix: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(prefix).tempdir_in("/tmp").expect("tempdir")
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .expect("tempdir")
 }
 
 pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
@@ -70,13 +73,30 @@ impl DriverProcess {
     pub fn mock(name: &str, extra: &[&str]) -> DriverProcess {
         let dir = short_tempdir("kcsi-mock");
         let socket = dir.path().join("csi.sock");
-        let mut args = vec![format!("--endpoint=unix://{}", socket.display()), format!("--drivername={name}"), "-v=3".into()];
+        let mut args = vec![
+            format!("--endpoint=unix://{}", socket.display()),
+            format!("--drivername={name}"),
+            "-v=3".into(),
+        ];
         args.extend(extra.iter().map(|s| s.to_string()));
         Self::spawn(peer_binary("mockdriver"), args, dir, socket, name)
     }
 
-    fn spawn(program: PathBuf, args: Vec<String>, dir: tempfile::TempDir, socket: PathBuf, name: &str) -> DriverProcess {
-        let mut p = DriverProcess { dir, socket, name: name.to_string(), child: None, program, args };
+    fn spawn(
+        program: PathBuf,
+        args: Vec<String>,
+        dir: tempfile::TempDir,
+        socket: PathBuf,
+        name: &str,
+    ) -> DriverProcess {
+        let mut p = DriverProcess {
+            dir,
+            socket,
+            name: name.to_string(),
+            child: None,
+            program,
+            args,
+        };
         p.start();
         p
     }
@@ -95,7 +115,11 @@ impl DriverProcess {
 
     /// (Re)starts the process on the same socket and state.
     pub fn start(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap();
         let child = Command::new(&self.program)
             .args(&self.args)
             .stdin(Stdio::null())
@@ -105,7 +129,10 @@ impl DriverProcess {
             .unwrap_or_else(|e| panic!("start {}: {e}", self.program.display()));
         self.child = Some(child);
         let socket = self.socket.clone();
-        wait_for("driver socket", Duration::from_secs(20), || socket.exists());
+        // Ready when a connect succeeds: the socket file appears at bind(), before listen().
+        wait_for("driver socket", Duration::from_secs(20), || {
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        });
     }
 
     /// SIGKILL, as a crashing driver.
@@ -143,7 +170,9 @@ impl Drop for DriverProcess {
 
 /// Unmounts everything mounted at or below `dir`, deepest first, so no test leaves a mount.
 pub fn unmount_below(dir: &Path) {
-    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
     let prefix = dir.display().to_string();
     let mut targets: Vec<String> = mounts
         .lines()
@@ -159,4 +188,89 @@ pub fn unmount_below(dir: &Path) {
 /// A standalone kcsi host rooted in its own temp dir.
 pub fn host_config(root: &Path, node: &str) -> String {
     serde_json::json!({"nodeName": node, "rootDir": root}).to_string()
+}
+
+/// A real kube-apiserver on etcd (scripts/peers/apiserver.sh), one per test binary: started on
+/// first use, stopped when the test process exits. Tests sharing it use unique node names.
+pub struct ApiServer {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+static API_SERVER: std::sync::OnceLock<ApiServer> = std::sync::OnceLock::new();
+
+extern "C" fn stop_api_server_at_exit() {
+    if let Some(api) = API_SERVER.get() {
+        let _ = api.script("stop");
+        let _ = std::fs::remove_dir_all(&api.dir);
+    }
+}
+
+impl ApiServer {
+    pub fn shared() -> &'static ApiServer {
+        API_SERVER.get_or_init(|| {
+            let dir = short_tempdir("kcsi-api").keep();
+            let api = ApiServer {
+                kubeconfig: dir.join("kubeconfig"),
+                dir,
+            };
+            // libtest ends with exit(), which runs atexit handlers, also after failed tests.
+            unsafe { libc::atexit(stop_api_server_at_exit) };
+            // A watchdog stops it too if this process dies without running atexit (SIGKILL).
+            let watchdog = format!(
+                "while kill -0 {pid} 2>/dev/null; do sleep 1; done; bash {script} stop {dir} >/dev/null 2>&1; rm -rf {dir}",
+                pid = std::process::id(),
+                script = repo().join("scripts/peers/apiserver.sh").display(),
+                dir = api.dir.display()
+            );
+            // Started in the background by a shell that exits at once, so it is not our child.
+            Command::new("bash")
+                .args(["-c", &format!("setsid bash -c '{watchdog}' </dev/null >/dev/null 2>&1 &")])
+                .status()
+                .expect("start the API server watchdog");
+            let out = api.script("start");
+            assert!(
+                out.status.success(),
+                "apiserver.sh start failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            api
+        })
+    }
+
+    fn script(&self, cmd: &str) -> std::process::Output {
+        Command::new("bash")
+            .arg(repo().join("scripts/peers/apiserver.sh"))
+            .arg(cmd)
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/peers/apiserver.sh")
+    }
+
+    /// Stops only kube-apiserver (etcd and the port stay), as an outage.
+    pub fn stop_apiserver(&self) {
+        let out = self.script("stop-apiserver");
+        assert!(
+            out.status.success(),
+            "stop-apiserver: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn start_apiserver(&self) {
+        let out = self.script("start-apiserver");
+        assert!(
+            out.status.success(),
+            "start-apiserver: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A kcsi host config for `node` using this API server.
+    pub fn host_config(&self, root: &Path, node: &str) -> String {
+        serde_json::json!({"nodeName": node, "rootDir": root, "kubeconfig": self.kubeconfig})
+            .to_string()
+    }
 }
