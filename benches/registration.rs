@@ -21,7 +21,10 @@ fn main() {
     let root = common::short_tempdir("kcsi-bench");
     let config = CString::new(common::host_config(root.path(), "bench-node")).unwrap();
     let mut h = ptr::null_mut();
-    assert_eq!(ffi::host::kcsi_host_new(config.as_ptr(), &mut h, ptr::null_mut()), ffi::KCSI_OK);
+    assert_eq!(
+        ffi::host::kcsi_host_new(config.as_ptr(), &mut h, ptr::null_mut()),
+        ffi::KCSI_OK
+    );
 
     let spec = CString::new(PV).unwrap();
     let rounds = 200_000;
@@ -48,7 +51,15 @@ fn main() {
     let mut times = Vec::new();
     for i in 0..520 {
         let start = Instant::now();
-        let rc = ffi::registration::kcsi_register_plugin(h, name.as_ptr(), endpoint.as_ptr(), versions.as_ptr(), 1, 0, ptr::null_mut());
+        let rc = ffi::registration::kcsi_register_plugin(
+            h,
+            name.as_ptr(),
+            endpoint.as_ptr(),
+            versions.as_ptr(),
+            1,
+            0,
+            ptr::null_mut(),
+        );
         assert_eq!(rc, ffi::KCSI_OK);
         let rc = ffi::registration::kcsi_deregister_plugin(h, name.as_ptr(), ptr::null_mut());
         assert_eq!(rc, ffi::KCSI_OK);

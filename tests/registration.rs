@@ -25,12 +25,29 @@ fn v(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-fn register(host: &Host, name: &str, endpoint: &str, versions: &[&str]) -> kcsi::error::Result<kcsi::csi_client::NodeInfo> {
-    runtime::block_on(registration::register(host, name, endpoint, &v(versions), None)).unwrap()
+fn register(
+    host: &Host,
+    name: &str,
+    endpoint: &str,
+    versions: &[&str],
+) -> kcsi::error::Result<kcsi::csi_client::NodeInfo> {
+    runtime::block_on(registration::register(
+        host,
+        name,
+        endpoint,
+        &v(versions),
+        None,
+    ))
+    .unwrap()
 }
 
 fn listed_names(host: &Host) -> Vec<String> {
-    host.drivers_json().as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap().to_string()).collect()
+    host.drivers_json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -47,9 +64,13 @@ fn register_lists_node_info_and_deregister_removes_it() {
     assert_eq!(d["nodeId"], "node-a");
     assert_eq!(d["maxVolumesPerNode"], 7);
     assert_eq!(d["topology"]["topology.hostpath.csi/node"], "node-a");
-    runtime::block_on(registration::deregister(&host, DRIVER)).unwrap().unwrap();
+    runtime::block_on(registration::deregister(&host, DRIVER))
+        .unwrap()
+        .unwrap();
     assert!(listed_names(&host).is_empty());
-    let again = runtime::block_on(registration::deregister(&host, DRIVER)).unwrap().unwrap_err();
+    let again = runtime::block_on(registration::deregister(&host, DRIVER))
+        .unwrap()
+        .unwrap_err();
     assert_eq!(again.kind, ErrorKind::NotFound);
 }
 
@@ -57,7 +78,13 @@ fn register_lists_node_info_and_deregister_removes_it() {
 fn register_accepts_endpoint_with_unix_scheme() {
     let driver = DriverProcess::hostpath("node-a", &[]);
     let (_root, host) = host("node-a");
-    register(&host, DRIVER, &format!("unix://{}", driver.endpoint()), &["v1.2.3"]).unwrap();
+    register(
+        &host,
+        DRIVER,
+        &format!("unix://{}", driver.endpoint()),
+        &["v1.2.3"],
+    )
+    .unwrap();
     assert_eq!(host.drivers_json()[0]["highestSupportedVersion"], "1.2.3");
 }
 
@@ -74,9 +101,17 @@ fn validate_follows_upstream_version_table() {
         &["v1.2.3", "boo", "v0.3.0", "2.0.1"],
     ];
     for versions in ok {
-        registration::validate(&host, "d", "/tmp/x.sock", &v(versions)).unwrap_or_else(|e| panic!("{versions:?}: {e}"));
+        registration::validate(&host, "d", "/tmp/x.sock", &v(versions))
+            .unwrap_or_else(|e| panic!("{versions:?}: {e}"));
     }
-    let bad: &[&[&str]] = &[&["0.3.0"], &["0.2.0"], &["0.2.0", "v0.3.0"], &["4.9.12", "2.0.1"], &[], &["var", "boo", "foo"]];
+    let bad: &[&[&str]] = &[
+        &["0.3.0"],
+        &["0.2.0"],
+        &["0.2.0", "v0.3.0"],
+        &["4.9.12", "2.0.1"],
+        &[],
+        &["var", "boo", "foo"],
+    ];
     for versions in bad {
         let err = registration::validate(&host, "d", "/tmp/x.sock", &v(versions)).unwrap_err();
         assert_eq!(err.kind, ErrorKind::UnsupportedVersion, "{versions:?}");
@@ -104,13 +139,25 @@ fn register_rejects_same_version_and_accepts_higher_version() {
     register(&host, DRIVER, &driver.endpoint(), &["v1.0.0"]).unwrap();
     let err = register(&host, DRIVER, &driver.endpoint(), &["v1.0.0"]).unwrap_err();
     assert_eq!(err.kind, ErrorKind::AlreadyExists);
-    assert!(err.message.ends_with("already registered with a higher supported version: \"1.0.0\""), "{}", err.message);
-    let lower = registration::validate(&host, DRIVER, &driver.endpoint(), &v(&["0.9.0", "1.0"])).unwrap_err();
+    assert!(
+        err.message
+            .ends_with("already registered with a higher supported version: \"1.0.0\""),
+        "{}",
+        err.message
+    );
+    let lower = registration::validate(&host, DRIVER, &driver.endpoint(), &v(&["0.9.0", "1.0"]))
+        .unwrap_err();
     assert_eq!(lower.kind, ErrorKind::AlreadyExists);
     register(&host, DRIVER, &driver.endpoint(), &["v1.0.1"]).unwrap();
     assert_eq!(host.drivers_json()[0]["highestSupportedVersion"], "1.0.1");
     // A different name with the same version is fine.
-    registration::validate(&host, "other.csi.k8s.io", &driver.endpoint(), &v(&["v1.0.0"])).unwrap();
+    registration::validate(
+        &host,
+        "other.csi.k8s.io",
+        &driver.endpoint(),
+        &v(&["v1.0.0"]),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -145,7 +192,10 @@ fn register_times_out_on_a_socket_that_never_answers() {
     .unwrap_err();
     let took = start.elapsed();
     assert_eq!(err.kind, ErrorKind::Timeout, "{}", err.message);
-    assert!(took < Duration::from_secs(5), "deadline not honoured: {took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "deadline not honoured: {took:?}"
+    );
     assert!(host.drivers.get(DRIVER).is_none());
 }
 
@@ -156,7 +206,12 @@ fn register_rejects_unsafe_driver_names_and_endpoints() {
         let err = register(&host, name, "/tmp/x.sock", &["1.0.0"]).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidArgument, "{name:?}");
     }
-    for endpoint in ["", "relative.sock", "unix://", &format!("/{}", "x".repeat(200))] {
+    for endpoint in [
+        "",
+        "relative.sock",
+        "unix://",
+        &format!("/{}", "x".repeat(200)),
+    ] {
         let err = register(&host, "d", endpoint, &["1.0.0"]).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidArgument, "{endpoint:?}");
     }
@@ -171,7 +226,14 @@ fn sixteen_concurrent_registrations_all_succeed() {
         .map(|i| {
             let host = host.clone();
             let endpoint = endpoint.clone();
-            std::thread::spawn(move || register(&host, &format!("driver-{i:02}.csi.k8s.io"), &endpoint, &["1.0.0"]))
+            std::thread::spawn(move || {
+                register(
+                    &host,
+                    &format!("driver-{i:02}.csi.k8s.io"),
+                    &endpoint,
+                    &["1.0.0"],
+                )
+            })
         })
         .collect();
     for t in threads {
@@ -194,7 +256,10 @@ fn concurrent_registrations_of_one_name_admit_exactly_one() {
         .collect();
     let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
-    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| e.kind == ErrorKind::AlreadyExists));
+    assert!(results
+        .iter()
+        .filter_map(|r| r.as_ref().err())
+        .all(|e| e.kind == ErrorKind::AlreadyExists));
 }
 
 #[test]
@@ -207,7 +272,9 @@ fn two_hosts_never_see_each_others_drivers() {
     assert!(listed_names(&h2).is_empty());
     // The same name registers independently on the other host.
     register(&h2, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
-    runtime::block_on(registration::deregister(&h1, DRIVER)).unwrap().unwrap();
+    runtime::block_on(registration::deregister(&h1, DRIVER))
+        .unwrap()
+        .unwrap();
     assert_eq!(listed_names(&h2), vec![DRIVER]);
 }
 
@@ -217,10 +284,17 @@ fn reregistration_after_driver_restart_uses_a_fresh_connection() {
     let (_root, host) = host("node-a");
     register(&host, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     driver.restart();
-    runtime::block_on(registration::deregister(&host, DRIVER)).unwrap().unwrap();
+    runtime::block_on(registration::deregister(&host, DRIVER))
+        .unwrap()
+        .unwrap();
     register(&host, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     let d = host.drivers.get(DRIVER).unwrap();
-    let info = runtime::block_on(d.client.node_get_info(tokio::time::Instant::now() + Duration::from_secs(10))).unwrap().unwrap();
+    let info = runtime::block_on(
+        d.client
+            .node_get_info(tokio::time::Instant::now() + Duration::from_secs(10)),
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(info.node_id, "node-a");
 }
 
@@ -229,7 +303,10 @@ fn reregistration_after_driver_restart_uses_a_fresh_connection() {
 fn c_host(root: &std::path::Path, node: &str) -> *mut kcsi_host {
     let config = CString::new(host_config(root, node)).unwrap();
     let mut h = ptr::null_mut();
-    assert_eq!(ffi::host::kcsi_host_new(config.as_ptr(), &mut h, ptr::null_mut()), ffi::KCSI_OK);
+    assert_eq!(
+        ffi::host::kcsi_host_new(config.as_ptr(), &mut h, ptr::null_mut()),
+        ffi::KCSI_OK
+    );
     h
 }
 
@@ -237,7 +314,9 @@ fn take_error(e: *mut kcsi_error) -> (i32, i32, String) {
     let out = (
         ffi::error::kcsi_error_result(e),
         ffi::error::kcsi_error_class(e),
-        unsafe { CStr::from_ptr(ffi::error::kcsi_error_message(e)) }.to_string_lossy().into_owned(),
+        unsafe { CStr::from_ptr(ffi::error::kcsi_error_message(e)) }
+            .to_string_lossy()
+            .into_owned(),
     );
     ffi::error::kcsi_error_free(e);
     out
@@ -253,25 +332,54 @@ fn c_api_register_list_deregister_round_trip() {
     let v1 = CString::new("1.0.0").unwrap();
     let versions = [v1.as_ptr()];
     let mut err = ptr::null_mut();
-    let rc = ffi::registration::kcsi_register_plugin(h, name.as_ptr(), endpoint.as_ptr(), versions.as_ptr(), 1, 0, &mut err);
+    let rc = ffi::registration::kcsi_register_plugin(
+        h,
+        name.as_ptr(),
+        endpoint.as_ptr(),
+        versions.as_ptr(),
+        1,
+        0,
+        &mut err,
+    );
     assert_eq!(rc, ffi::KCSI_OK);
     assert!(err.is_null());
 
-    let rc = ffi::registration::kcsi_register_plugin(h, name.as_ptr(), endpoint.as_ptr(), versions.as_ptr(), 1, 0, &mut err);
+    let rc = ffi::registration::kcsi_register_plugin(
+        h,
+        name.as_ptr(),
+        endpoint.as_ptr(),
+        versions.as_ptr(),
+        1,
+        0,
+        &mut err,
+    );
     assert_eq!(rc, ffi::KCSI_ERR_ALREADY_EXISTS);
     let (result, class, message) = take_error(err);
-    assert_eq!((result, class), (ffi::KCSI_ERR_ALREADY_EXISTS, ffi::KCSI_CLASS_FINAL));
+    assert_eq!(
+        (result, class),
+        (ffi::KCSI_ERR_ALREADY_EXISTS, ffi::KCSI_CLASS_FINAL)
+    );
     assert!(message.contains("already registered"));
 
     let mut json = ptr::null_mut();
-    assert_eq!(ffi::registration::kcsi_list_drivers(h, &mut json, ptr::null_mut()), ffi::KCSI_OK);
-    let list: serde_json::Value = serde_json::from_str(unsafe { CStr::from_ptr(json) }.to_str().unwrap()).unwrap();
+    assert_eq!(
+        ffi::registration::kcsi_list_drivers(h, &mut json, ptr::null_mut()),
+        ffi::KCSI_OK
+    );
+    let list: serde_json::Value =
+        serde_json::from_str(unsafe { CStr::from_ptr(json) }.to_str().unwrap()).unwrap();
     ffi::error::kcsi_string_free(json);
     assert_eq!(list[0]["nodeId"], "node-c");
 
-    assert_eq!(ffi::registration::kcsi_deregister_plugin(h, name.as_ptr(), ptr::null_mut()), ffi::KCSI_OK);
+    assert_eq!(
+        ffi::registration::kcsi_deregister_plugin(h, name.as_ptr(), ptr::null_mut()),
+        ffi::KCSI_OK
+    );
     let mut err = ptr::null_mut();
-    assert_eq!(ffi::registration::kcsi_deregister_plugin(h, name.as_ptr(), &mut err), ffi::KCSI_ERR_NOT_FOUND);
+    assert_eq!(
+        ffi::registration::kcsi_deregister_plugin(h, name.as_ptr(), &mut err),
+        ffi::KCSI_ERR_NOT_FOUND
+    );
     take_error(err);
     ffi::host::kcsi_host_free(h);
 }
@@ -284,7 +392,15 @@ fn c_api_rejects_null_version_element_without_registering() {
     let endpoint = CString::new("/tmp/x.sock").unwrap();
     let versions = [ptr::null()];
     let mut err = ptr::null_mut();
-    let rc = ffi::registration::kcsi_register_plugin(h, name.as_ptr(), endpoint.as_ptr(), versions.as_ptr(), 1, 0, &mut err);
+    let rc = ffi::registration::kcsi_register_plugin(
+        h,
+        name.as_ptr(),
+        endpoint.as_ptr(),
+        versions.as_ptr(),
+        1,
+        0,
+        &mut err,
+    );
     assert_eq!(rc, ffi::KCSI_ERR_INVALID_ARGUMENT);
     let (_, _, message) = take_error(err);
     assert_eq!(message, "versions[0] is NULL");

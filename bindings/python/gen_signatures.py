@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Generates bindings/python/kcsi/_signatures.py (ctypes argtypes/restype) from include/kcsi.h.
+
+Why generated: a ctypes function left on the default `int` restype truncates pointers on
+64-bit hosts, and hand-kept signatures drift from the header. Every C type in the header must
+map to a ctypes type here, or generation fails: nothing is ever left on a default.
+
+Usage: gen_signatures.py [--header include/kcsi.h] [--output .../_signatures.py] [--check]
+  --check: exit 1 (and say so) when the committed file differs from what would be generated.
+"""
+import argparse
+import os
+import pprint
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_HEADER = os.path.join(REPO, "include", "kcsi.h")
+DEFAULT_OUTPUT = os.path.join(HERE, "kcsi", "_signatures.py")
+
+# Scalar C types -> ctypes expression.
+SCALARS = {
+    "void": "None",
+    "bool": "ctypes.c_bool",
+    "int8_t": "ctypes.c_int8",
+    "int16_t": "ctypes.c_int16",
+    "int32_t": "ctypes.c_int32",
+    "int64_t": "ctypes.c_int64",
+    "uint8_t": "ctypes.c_uint8",
+    "uint16_t": "ctypes.c_uint16",
+    "uint32_t": "ctypes.c_uint32",
+    "uint64_t": "ctypes.c_uint64",
+    "size_t": "ctypes.c_size_t",
+    "int": "ctypes.c_int",
+    "double": "ctypes.c_double",
+}
+
+
+class Header:
+    def __init__(self, text):
+        self.opaque = []  # typedef struct X X;
+        self.aliases = {}  # typedef int32_t kcsi_result;
+        self.fnptrs = {}  # name -> (ret, [(type, name)])
+        self.constants = {}  # #define NAME <int>
+        self.functions = {}  # name -> (ret, [(type, name)], doc)
+        self._parse(text)
+
+    def _parse(self, text):
+        for m in re.finditer(r"^\s*#define\s+(\w+)\s+(-?\d+)\s*$", text, re.M):
+            self.constants[m.group(1)] = int(m.group(2))
+        # Keep each function's doc comment (cbindgen c99 style: `//` lines) for the sweep's
+        # "may be NULL" detection; then drop comments and preprocessor lines.
+        docs = {}
+        pending = []
+        for line in text.splitlines():
+            s = line.strip()
+            if s.startswith("//"):
+                pending.append(s[2:].strip())
+                continue
+            m = re.match(r"^[\w\s\*]*?\b(kcsi_\w+)\s*\(", s)
+            if m and pending:
+                docs[m.group(1)] = " ".join(pending)
+            if s:
+                pending = []
+        body = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+        body = re.sub(r"//[^\n]*", " ", body)
+        body = re.sub(r"^\s*#[^\n]*", " ", body, flags=re.M)
+        body = body.replace('extern "C" {', " ")
+        body = re.sub(r"\s+", " ", body)
+        for stmt in body.split(";"):
+            stmt = stmt.strip().strip("{}").strip()
+            if not stmt:
+                continue
+            m = re.fullmatch(r"typedef struct (\w+) (\w+)", stmt)
+            if m and m.group(1) == m.group(2):
+                self.opaque.append(m.group(1))
+                continue
+            m = re.fullmatch(r"typedef (.+?) ?\( ?\* ?(\w+) ?\) ?\((.*)\)", stmt)
+            if m:
+                self.fnptrs[m.group(2)] = (norm(m.group(1)), params(m.group(3)))
+                continue
+            m = re.fullmatch(r"typedef (.+?) (\w+)", stmt)
+            if m:
+                self.aliases[m.group(2)] = norm(m.group(1))
+                continue
+            m = re.fullmatch(r"(.+?[\s\*])(\w+) ?\((.*)\)", stmt)
+            if m and m.group(2).startswith("kcsi_"):
+                self.functions[m.group(2)] = (norm(m.group(1)), params(m.group(3)), docs.get(m.group(2), ""))
+                continue
+            raise SystemExit(f"gen_signatures: cannot parse header statement: {stmt!r}")
+
+
+def norm(ctype):
+    """Canonical spelling: single spaces, `*` attached as ` *`."""
+    ctype = re.sub(r"\s*\*\s*", " * ", ctype)
+    ctype = re.sub(r"\s+", " ", ctype).strip()
+    return ctype.replace("* *", "**").replace("* const *", "*const *").replace(" * ", " *").rstrip()
+
+
+def params(text):
+    text = text.strip()
+    if text in ("", "void"):
+        return []
+    out = []
+    for p in text.split(","):
+        m = re.fullmatch(r"\s*(.+?[\s\*])(\w+)\s*", p)
+        if not m:
+            raise SystemExit(f"gen_signatures: cannot parse parameter {p!r}")
+        out.append((norm(m.group(1)), m.group(2)))
+    return out
+
+
+def ctypes_expr(ctype, header, position):
+    """ctypes for one C type. `position` is "arg" or "ret": a returned `const char *` is static
+    or borrowed (c_char_p copies it into bytes), an owned `char *` is kept as a pointer."""
+    t = ctype
+    depth = t.count("*")
+    base = t.replace("*const", "*").replace("const ", "").replace("*", "").strip()
+    base = header.aliases.get(base, base) if base not in header.opaque else base
+    if depth == 0:
+        if base in header.fnptrs:
+            return f"{base}"
+        if base in SCALARS:
+            return SCALARS[base]
+        raise SystemExit(f"gen_signatures: no ctypes mapping for C type {ctype!r}")
+    if base == "char":
+        if depth == 1:
+            # Input strings and borrowed/static results: bytes <-> NUL-terminated char array.
+            # An owned `char *` (kcsi_string_free's argument) stays a raw pointer.
+            return "ctypes.c_char_p" if t.startswith("const") else "ctypes.POINTER(ctypes.c_char)"
+        if depth == 2:
+            # `const char *const *`: an input array; `char **`: an owned-string out-parameter.
+            return "ctypes.POINTER(ctypes.c_char_p)" if "const" in t else "ctypes.POINTER(ctypes.POINTER(ctypes.c_char))"
+    if base == "void" and depth == 1:
+        return "ctypes.c_void_p"
+    if base in header.opaque:
+        return "ctypes.POINTER(" * depth + base + ")" * depth
+    if base in SCALARS and base != "void":
+        return "ctypes.POINTER(" * depth + SCALARS[base] + ")" * depth
+    raise SystemExit(f"gen_signatures: no ctypes mapping for C type {ctype!r}")
+
+
+def generate(header_path):
+    with open(header_path, encoding="utf-8") as f:
+        h = Header(f.read())
+    if not h.functions:
+        raise SystemExit(f"gen_signatures: no kcsi_ functions found in {header_path}")
+    out = []
+    w = out.append
+    w('"""ctypes signatures of libkcsi, GENERATED from include/kcsi.h by')
+    w("bindings/python/gen_signatures.py. Do not edit; regenerate with")
+    w("`python3 bindings/python/gen_signatures.py` (CI runs it with --check).")
+    w('"""')
+    w("# fmt: off")
+    w("import ctypes")
+    w("")
+    w("# Opaque handle types: distinct classes, so ctypes refuses a mounter where a host is expected.")
+    for name in h.opaque:
+        w(f"class {name}(ctypes.Structure):")
+        w("    pass")
+        w("")
+    for name, (ret, ps) in h.fnptrs.items():
+        args = ", ".join([ctypes_expr(ret, h, "ret")] + [ctypes_expr(t, h, "arg") for t, _ in ps])
+        w(f"{name} = ctypes.CFUNCTYPE({args})")
+    w("")
+    w("CONSTANTS = " + pprint.pformat(dict(sorted(h.constants.items())), width=100))
+    w("")
+    w("OPAQUE = " + repr(tuple(h.opaque)))
+    w("")
+    w("# name -> (C return type, ((C type, parameter name), ...), doc comment)")
+    w("FUNCTIONS = {")
+    for name, (ret, ps, doc) in h.functions.items():
+        w(f"    {name!r}: ({ret!r}, {tuple(ps)!r}, {doc!r}),")
+    w("}")
+    w("")
+    w("# name -> (restype, argtypes)")
+    w("CTYPES = {")
+    for name, (ret, ps, _doc) in h.functions.items():
+        argtypes = ", ".join(ctypes_expr(t, h, "arg") for t, _ in ps)
+        w(f"    {name!r}: ({ctypes_expr(ret, h, 'ret')}, [{argtypes}]),")
+    w("}")
+    w("")
+    w("")
+    w("def apply(lib):")
+    w('    """Sets restype and argtypes of every header function the library exports; returns the')
+    w('    names the library lacks (an older build than the header)."""')
+    w("    missing = []")
+    w("    for name, (restype, argtypes) in CTYPES.items():")
+    w("        try:")
+    w("            fn = getattr(lib, name)")
+    w("        except AttributeError:")
+    w("            missing.append(name)")
+    w("            continue")
+    w("        fn.restype = restype")
+    w("        fn.argtypes = argtypes")
+    w("    return missing")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--header", default=DEFAULT_HEADER)
+    ap.add_argument("--output", default=DEFAULT_OUTPUT)
+    ap.add_argument("--check", action="store_true", help="fail if the output file is stale")
+    a = ap.parse_args()
+    text = generate(a.header)
+    if a.check:
+        try:
+            with open(a.output, encoding="utf-8") as f:
+                current = f.read()
+        except FileNotFoundError:
+            current = None
+        if current != text:
+            print(f"{os.path.relpath(a.output)} is stale: run python3 bindings/python/gen_signatures.py", file=sys.stderr)
+            return 1
+        return 0
+    with open(a.output, "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

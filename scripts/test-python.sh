@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Python suite: the kcsi ctypes package (bindings/python) used through libkcsi.so exactly as a
+# host would, against real CSI driver processes. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The release library the package loads (target/release/libkcsi.so unless KCSI_LIB is set).
+if [ -z "${KCSI_LIB:-}" ] && [ ! -e target/release/libkcsi.so ]; then
+  make --no-print-directory build
+fi
+# The driver processes the tests start must be built (`make peers`; scripts/test.sh does it).
+for peer in mockdriver standin; do scripts/peers/path.sh "$peer" >/dev/null || exit 1; done
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet pytest
+
+# The ctypes signatures must be the ones generated from the committed header.
+python3 bindings/python/gen_signatures.py --check
+exec python3 -m pytest -q -p no:cacheprovider tests/python "$@"

@@ -1,0 +1,259 @@
+/*
+ * kcsi C API test: exercises libkcsi as a C host does, including bad input, against a real
+ * CSI driver. Built with -std=c11 -Wall -Wextra -Werror -pedantic; also run under ASAN and
+ * valgrind by scripts/test-c.sh.
+ *
+ * usage: api_test <driver socket path> <driver name> <scratch dir>
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <kcsi.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        checks++;                                                                     \
+        if (!(cond)) {                                                                \
+            failures++;                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                             \
+    } while (0)
+
+/* Checks that a call failed with `want` and that its error names `needle`; frees the error. */
+static void expect_error(const char *what, kcsi_result got, kcsi_error *err, kcsi_result want,
+                         const char *needle) {
+    checks++;
+    const char *msg = err ? kcsi_error_message(err) : NULL;
+    if (got != want || err == NULL || kcsi_error_result(err) != want || msg == NULL ||
+        (needle && strstr(msg, needle) == NULL)) {
+        failures++;
+        fprintf(stderr, "%s: got %s (%s), want %s naming \"%s\"\n", what, kcsi_result_name(got),
+                msg ? msg : "(no message)", kcsi_result_name(want), needle ? needle : "");
+    }
+    kcsi_error_free(err);
+}
+
+/* Runs `call` (which writes its error to `&err`) first, then checks it: C leaves the order of
+ * evaluation of function arguments unspecified, so the call must not be an argument next to
+ * `err` itself. */
+#define EXPECT(what, want, needle, call)                  \
+    do {                                                  \
+        kcsi_error *err = NULL;                           \
+        kcsi_result got_ = (call);                        \
+        expect_error((what), got_, err, (want), (needle)); \
+    } while (0)
+
+static char config[1024];
+
+static kcsi_host *new_host(const char *root, const char *node) {
+    snprintf(config, sizeof config, "{\"nodeName\":\"%s\",\"rootDir\":\"%s\"}", node, root);
+    kcsi_host *h = NULL;
+    kcsi_error *err = NULL;
+    kcsi_result r = kcsi_host_new(config, &h, &err);
+    if (r != KCSI_OK) {
+        fprintf(stderr, "kcsi_host_new: %s: %s\n", kcsi_result_name(r), kcsi_error_message(err));
+        kcsi_error_free(err);
+        exit(1);
+    }
+    return h;
+}
+
+static void test_version_and_result_names(void) {
+    const char *v = kcsi_version();
+    CHECK(v != NULL && strchr(v, '.') != NULL);
+    static const char *const names[] = {
+        "KCSI_OK", "KCSI_ERR_INVALID_ARGUMENT", "KCSI_ERR_NOT_FOUND", "KCSI_ERR_ALREADY_EXISTS",
+        "KCSI_ERR_UNSUPPORTED_VERSION", "KCSI_ERR_DRIVER", "KCSI_ERR_KUBERNETES", "KCSI_ERR_IO",
+        "KCSI_ERR_TIMEOUT", "KCSI_ERR_NOT_SUPPORTED", "KCSI_ERR_UNAVAILABLE",
+        "KCSI_ERR_FAILED_PRECONDITION", "KCSI_ERR_INTERNAL"};
+    for (kcsi_result r = KCSI_OK; r <= KCSI_ERR_INTERNAL; r++) {
+        CHECK(strcmp(kcsi_result_name(r), names[r]) == 0);
+    }
+    CHECK(strcmp(kcsi_result_name(-1), "KCSI_UNKNOWN_RESULT") == 0);
+    CHECK(strcmp(kcsi_result_name(KCSI_ERR_INTERNAL + 1), "KCSI_UNKNOWN_RESULT") == 0);
+    CHECK(KCSI_API_VERSION == 1);
+}
+
+static void test_errors_and_free_null(void) {
+    CHECK(kcsi_error_result(NULL) == KCSI_ERR_INVALID_ARGUMENT);
+    CHECK(kcsi_error_message(NULL) == NULL);
+    CHECK(kcsi_error_grpc_code(NULL) == -1);
+    CHECK(kcsi_error_class(NULL) == -1);
+    kcsi_error_free(NULL);
+    kcsi_string_free(NULL);
+    kcsi_host_free(NULL);
+    kcsi_mounter_free(NULL);
+    kcsi_unmounter_free(NULL);
+    kcsi_attacher_free(NULL);
+    kcsi_block_mapper_free(NULL);
+    kcsi_block_unmapper_free(NULL);
+}
+
+static void test_host_config(const char *root) {
+    kcsi_host *h = NULL;
+    char cfg[1024];
+
+    snprintf(cfg, sizeof cfg, "{\"nodeName\":\"n\",\"rootDir\":\"%s\",\"bogusKey\":1}", root);
+    EXPECT("unknown key", KCSI_ERR_INVALID_ARGUMENT, "bogusKey",
+           kcsi_host_new(cfg, &h, &err));
+    CHECK(h == NULL); /* outputs are written only on success */
+
+    snprintf(cfg, sizeof cfg, "{\"rootDir\":\"%s\"}", root);
+    EXPECT("missing nodeName", KCSI_ERR_INVALID_ARGUMENT, "nodeName",
+           kcsi_host_new(cfg, &h, &err));
+
+    EXPECT("NULL config", KCSI_ERR_INVALID_ARGUMENT, "config_json",
+           kcsi_host_new(NULL, &h, &err));
+
+    EXPECT("malformed config", KCSI_ERR_INVALID_ARGUMENT, NULL,
+           kcsi_host_new("{\"nodeName\":", &h, &err));
+
+    snprintf(cfg, sizeof cfg, "{\"nodeName\":\"n\",\"rootDir\":\"%s\"}", root);
+    EXPECT("NULL host_out", KCSI_ERR_INVALID_ARGUMENT, "host_out",
+           kcsi_host_new(cfg, NULL, &err));
+
+    /* err_out may be NULL: the code alone comes back. */
+    CHECK(kcsi_host_new(NULL, &h, NULL) == KCSI_ERR_INVALID_ARGUMENT);
+
+    kcsi_host *ok = new_host(root, "node-c");
+    char *status = NULL;
+    CHECK(kcsi_host_status(ok, &status, NULL) == KCSI_OK);
+    CHECK(status != NULL && strstr(status, "\"csiNodeInitialized\"") != NULL);
+    CHECK(status != NULL && strstr(status, "\"lastError\":null") != NULL);
+    kcsi_string_free(status);
+    EXPECT("NULL status out", KCSI_ERR_INVALID_ARGUMENT, "status_json_out",
+           kcsi_host_status(ok, NULL, &err));
+    EXPECT("NULL host", KCSI_ERR_INVALID_ARGUMENT, "host",
+           kcsi_host_status(NULL, &status, &err));
+    kcsi_host_free(ok);
+}
+
+static void test_bad_input(const char *root) {
+    kcsi_host *h = new_host(root, "node-bad");
+    const char *v1[] = {"1.0.0"};
+    const char *with_null[] = {"1.0.0", NULL};
+    const char bad_utf8[] = {'a', (char)0xff, (char)0xfe, 0};
+    const char *with_bad[] = {"1.0.0", bad_utf8};
+
+    EXPECT("NULL name", KCSI_ERR_INVALID_ARGUMENT, "name",
+           kcsi_validate_plugin(h, NULL, "/tmp/x.sock", v1, 1, &err));
+    EXPECT("bad UTF-8 name", KCSI_ERR_INVALID_ARGUMENT, "name",
+           kcsi_validate_plugin(h, bad_utf8, "/tmp/x.sock", v1, 1, &err));
+    EXPECT("NULL versions with length", KCSI_ERR_INVALID_ARGUMENT, "versions",
+           kcsi_validate_plugin(h, "a.b", "/tmp/x.sock", NULL, 2, &err));
+    EXPECT("NULL version element", KCSI_ERR_INVALID_ARGUMENT, "versions[1]",
+           kcsi_register_plugin(h, "a.b", "/tmp/x.sock", with_null, 2, 1000, &err));
+    EXPECT("bad UTF-8 version", KCSI_ERR_INVALID_ARGUMENT, "versions[1]",
+           kcsi_register_plugin(h, "a.b", "/tmp/x.sock", with_bad, 2, 1000, &err));
+    EXPECT("empty versions", KCSI_ERR_UNSUPPORTED_VERSION, "empty list",
+           kcsi_validate_plugin(h, "a.b", "/tmp/x.sock", NULL, 0, &err));
+    EXPECT("malformed spec", KCSI_ERR_INVALID_ARGUMENT, "spec_json",
+           kcsi_get_volume_name(h, "{not json", &(char *){NULL}, &err));
+    bool out = false;
+    EXPECT("NULL bool out", KCSI_ERR_INVALID_ARGUMENT, "out",
+           kcsi_can_support(h, "{\"volume\":{\"name\":\"v\",\"csi\":{\"driver\":\"d\"}}}", NULL, &err));
+    CHECK(kcsi_can_support(h, "{\"volume\":{\"name\":\"v\",\"csi\":{\"driver\":\"d\"}}}", &out, NULL) == KCSI_OK);
+    CHECK(out == true);
+
+    char *list = NULL;
+    CHECK(kcsi_list_drivers(h, &list, NULL) == KCSI_OK);
+    CHECK(list != NULL && strcmp(list, "[]") == 0); /* nothing above changed state */
+    kcsi_string_free(list);
+    kcsi_host_free(h);
+}
+
+static void test_register(const char *root, const char *socket, const char *driver) {
+    kcsi_host *h = new_host(root, "node-reg");
+    kcsi_error *err = NULL;
+    const char *versions[] = {"0.3.0", "v1.2.0"};
+    kcsi_result r = kcsi_register_plugin(h, driver, socket, versions, 2, 10000, &err);
+    if (r != KCSI_OK) {
+        fprintf(stderr, "register: %s: %s\n", kcsi_result_name(r), kcsi_error_message(err));
+        kcsi_error_free(err);
+    }
+    CHECK(r == KCSI_OK);
+
+    char *list = NULL;
+    CHECK(kcsi_list_drivers(h, &list, NULL) == KCSI_OK);
+    char want[512];
+    snprintf(want, sizeof want, "\"name\":\"%s\"", driver);
+    CHECK(list != NULL && strstr(list, want) != NULL);
+    CHECK(list != NULL && strstr(list, "\"highestSupportedVersion\":\"1.2.0\"") != NULL);
+    kcsi_string_free(list);
+
+    EXPECT("same version again", KCSI_ERR_ALREADY_EXISTS, "higher supported version",
+           kcsi_register_plugin(h, driver, socket, versions, 2, 10000, &err));
+
+    CHECK(kcsi_deregister_plugin(h, driver, NULL) == KCSI_OK);
+    EXPECT("deregister twice", KCSI_ERR_NOT_FOUND, driver,
+           kcsi_deregister_plugin(h, driver, &err));
+
+    /* A child handle outliving its host fails cleanly. */
+    kcsi_mounter *m = NULL;
+    char spec[512];
+    snprintf(spec, sizeof spec,
+             "{\"persistentVolume\":{\"metadata\":{\"name\":\"pv-c\"},\"spec\":{\"csi\":{\"driver\":\"%s\","
+             "\"volumeHandle\":\"h\"}}},\"readOnly\":false}",
+             driver);
+    const char *pod = "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"6f0a1d2e-0000-4000-8000-000000000001\"}}";
+    err = NULL;
+    r = kcsi_mounter_new(h, spec, pod, &m, &err);
+    if (r != KCSI_OK) {
+        fprintf(stderr, "mounter_new: %s: %s\n", kcsi_result_name(r), kcsi_error_message(err));
+        kcsi_error_free(err);
+    }
+    CHECK(r == KCSI_OK && m != NULL);
+    kcsi_host_free(h);
+    if (m) {
+            EXPECT("mounter after host free", KCSI_ERR_FAILED_PRECONDITION, "freed",
+           kcsi_mounter_set_up(m, NULL, &err));
+        kcsi_mounter_free(m);
+    }
+}
+
+static atomic_int log_count;
+
+static void on_log(void *user_data, int32_t level, const char *target, const char *message) {
+    (void)target;
+    (void)message;
+    if (level >= 0 && level <= 4 && user_data == &log_count) {
+        atomic_fetch_add(&log_count, 1);
+    }
+}
+
+static void test_log_callback(const char *root) {
+    CHECK(kcsi_set_log_callback(on_log, &log_count, 4, NULL) == KCSI_OK);
+    kcsi_host *h = new_host(root, "node-log");
+    const char *v1[] = {"1.0.0"};
+    CHECK(kcsi_validate_plugin(h, "log.example.com", "/tmp/log.sock", v1, 1, NULL) == KCSI_OK);
+    CHECK(atomic_load(&log_count) > 0);
+    CHECK(kcsi_set_log_callback(NULL, NULL, 1, NULL) == KCSI_OK);
+    EXPECT("max_level 9", KCSI_ERR_INVALID_ARGUMENT, "max_level",
+           kcsi_set_log_callback(on_log, NULL, 9, &err));
+    kcsi_host_free(h);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s <driver socket> <driver name> <scratch dir>\n", argv[0]);
+        return 2;
+    }
+    const char *socket = argv[1], *driver = argv[2], *root = argv[3];
+#if defined(__SANITIZE_ADDRESS__)
+    printf("asan: on\n"); /* scripts/test-c.sh checks this line to prove the ASAN build */
+#endif
+    test_version_and_result_names();
+    test_errors_and_free_null();
+    test_host_config(root);
+    test_bad_input(root);
+    test_register(root, socket, driver);
+    test_log_callback(root);
+    printf("api_test: %d checks, %d failed\n", checks, failures);
+    return failures == 0 ? 0 : 1;
+}

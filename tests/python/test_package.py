@@ -1,0 +1,86 @@
+"""The Python package itself: generated signatures, result names, error objects."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+
+import kcsi
+from kcsi import _signatures as sig
+from conftest import REPO
+
+
+def test_signatures_file_is_fresh_from_header():
+    r = subprocess.run([sys.executable, os.path.join(REPO, "bindings/python/gen_signatures.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_every_header_function_has_explicit_restype_and_argtypes():
+    assert kcsi.MISSING == [], f"libkcsi lacks header functions: {kcsi.MISSING}"
+    for name, (ret, params, _doc) in sig.FUNCTIONS.items():
+        fn = getattr(kcsi.lib, name)
+        assert fn.argtypes is not None and len(fn.argtypes) == len(params), name
+        # Never the default c_int: pointers would be truncated.
+        if ret.endswith("*"):
+            assert fn.restype not in (ctypes.c_int, ctypes.c_int32), name
+        if ret == "void":
+            assert fn.restype is None, name
+
+
+def test_version_is_semver_text():
+    parts = kcsi.version().split(".")
+    assert len(parts) == 3 and all(p.isdigit() for p in parts)
+
+
+def test_result_names_match_header_constants():
+    for name, value in sig.CONSTANTS.items():
+        if name == "KCSI_OK" or name.startswith("KCSI_ERR_"):
+            assert kcsi.result_name(value) == name
+    assert kcsi.result_name(999) == "KCSI_UNKNOWN_RESULT"
+    assert kcsi.result_name(-1) == "KCSI_UNKNOWN_RESULT"
+
+
+def test_each_result_code_has_an_exception_class():
+    codes = [v for k, v in sig.CONSTANTS.items() if k.startswith("KCSI_ERR_")]
+    assert sorted(kcsi.ERRORS) == sorted(codes)
+    assert kcsi.ERRORS[kcsi.KCSI_ERR_NOT_FOUND] is kcsi.NotFound
+    assert issubclass(kcsi.Timeout, kcsi.KcsiError)
+
+
+def test_error_carries_result_class_grpc_code_and_message(host):
+    with pytest.raises(kcsi.KcsiError) as e:
+        host.deregister_plugin("nobody.example.com")
+    err = e.value
+    assert err.result == kcsi.KCSI_ERR_NOT_FOUND
+    assert err.result_name == "KCSI_ERR_NOT_FOUND"
+    assert err.grpc_code == -1
+    assert err.error_class in (kcsi.KCSI_CLASS_FINAL, kcsi.KCSI_CLASS_TRANSIENT, kcsi.KCSI_CLASS_UNCERTAIN)
+    assert "nobody.example.com" in err.message
+    assert not kcsi.is_uncertain(ValueError())
+
+
+def test_every_host_function_in_header_is_a_host_method(host):
+    fns = [f for f, (_r, p, _d) in sig.FUNCTIONS.items()
+           if p and p[0][0] == "kcsi_host *" and f != "kcsi_host_free"]
+    assert "kcsi_register_plugin" in fns
+    for f in fns:
+        method = f[len("kcsi_host_"):] if f.startswith("kcsi_host_") else f[len("kcsi_"):]
+        assert callable(getattr(host, method)), f
+    with pytest.raises(AttributeError):
+        host.no_such_function
+
+
+def test_mismatched_handle_type_is_refused_by_ctypes(host):
+    # A host pointer where a mounter is expected never reaches C.
+    if "kcsi_mounter_path" not in sig.FUNCTIONS:
+        pytest.skip("no mounter in this header")
+    with pytest.raises(ctypes.ArgumentError):
+        kcsi.lib.kcsi_mounter_path(host._ptr, None, None)
+
+
+def test_embedded_nul_is_refused_before_reaching_c(host):
+    # C would see only "a"; the package refuses instead of registering the wrong name.
+    with pytest.raises(ValueError):
+        host.validate_plugin("a\0b.example.com", "/tmp/x.sock", ["1.0.0"])
