@@ -1,0 +1,3 @@
+module kcsi.dev/kcsi
+
+go 1.24

@@ -1,0 +1,330 @@
+package kcsi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The tests run against Kubernetes' e2e mock CSI driver as a real process. Its binary comes
+// from the repository's peer cache (scripts/peers/build.sh mockdriver) or $KCSI_MOCKDRIVER.
+var (
+	mockDriverOnce sync.Once
+	mockDriverPath string
+	mockDriverErr  error
+)
+
+func mockDriverBinary(t testing.TB) string {
+	t.Helper()
+	mockDriverOnce.Do(func() {
+		if p := os.Getenv("KCSI_MOCKDRIVER"); p != "" {
+			mockDriverPath = p
+			return
+		}
+		out, err := exec.Command("../../scripts/peers/path.sh", "mockdriver").Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				err = fmt.Errorf("%v: %s", err, ee.Stderr)
+			}
+			mockDriverErr = fmt.Errorf("the mock CSI driver is not built (run scripts/peers/build.sh mockdriver or set KCSI_MOCKDRIVER): %w", err)
+			return
+		}
+		mockDriverPath = strings.TrimSpace(string(out))
+	})
+	if mockDriverErr != nil {
+		t.Fatal(mockDriverErr)
+	}
+	return mockDriverPath
+}
+
+// shortTempDir is a fresh directory under /tmp: sun_path holds only 108 bytes, too few for
+// t.TempDir's deep paths.
+func shortTempDir(t testing.TB, prefix string) string {
+	t.Helper()
+	base := "/tmp"
+	if d := os.Getenv("KCSI_GO_TEST_TMP"); d != "" {
+		base = d // a child process's: its parent removes it even if the child dies
+	}
+	dir, err := os.MkdirTemp(base, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// mockDriver is a running csi-mock-driver process.
+type mockDriver struct {
+	Name     string
+	Socket   string
+	Endpoint string // unix://<socket>
+	cmd      *exec.Cmd
+	log      *syncBuffer
+	stopOnce sync.Once
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startMockDriver starts the mock driver named name and stops it when the test ends. Its node
+// ID is its name.
+func startMockDriver(t testing.TB, name string, flags ...string) *mockDriver {
+	t.Helper()
+	bin := mockDriverBinary(t)
+	dir := shortTempDir(t, "kcsigo-drv")
+	d := &mockDriver{Name: name, Socket: filepath.Join(dir, "csi.sock"), log: &syncBuffer{}}
+	d.Endpoint = "unix://" + d.Socket
+	args := append([]string{"--endpoint=" + d.Endpoint, "--drivername=" + name, "-v=3"}, flags...)
+	d.cmd = exec.Command(bin, args...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("starting the mock driver: %v", err)
+	}
+	t.Cleanup(func() {
+		d.stop(t)
+		if t.Failed() {
+			t.Logf("mock driver %s log:\n%s", name, d.log.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("unix", d.Socket); err == nil {
+			c.Close()
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mock driver did not listen on %s; log:\n%s", d.Socket, d.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends the driver process (SIGTERM, then SIGKILL after 10 s); idempotent.
+func (d *mockDriver) stop(t testing.TB) {
+	d.stopOnce.Do(func() {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { d.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Logf("mock driver %s ignored SIGTERM; killing it", d.Name)
+			d.cmd.Process.Kill()
+			<-done
+		}
+	})
+}
+
+// silentDriver listens on a Unix socket and accepts connections but never answers: every
+// call to it runs into its deadline.
+func silentDriver(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t, "kcsigo-silent"), "csi.sock")
+	listenSilently(t, sock)
+	return "unix://" + sock
+}
+
+// slammingDriver accepts connections on a Unix socket and closes them at once, as a driver
+// that crashes under an open connection does.
+func slammingDriver(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t, "kcsigo-slam"), "csi.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return "unix://" + sock
+}
+
+// listenSilently serves the silent driver on sock.
+func listenSilently(t testing.TB, sock string) {
+	t.Helper()
+	os.Remove(sock)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+}
+
+// newTestHost creates a standalone host on a fresh root and closes it when the test ends.
+func newTestHost(t testing.TB, cfg Config) *Host {
+	t.Helper()
+	if cfg.NodeName == "" {
+		cfg.NodeName = "node-1"
+	}
+	if cfg.RootDir == "" {
+		cfg.RootDir = shortTempDir(t, "kcsigo-root")
+	}
+	h, err := NewHost(cfg)
+	if err != nil {
+		t.Fatalf("NewHost: %v", err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// kcsiError asserts that err is an *Error and returns it.
+func kcsiError(t testing.TB, err error) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("want a *kcsi.Error, got %T: %v", err, err)
+	}
+	return e
+}
+
+// inChild re-runs the calling test alone in a child process and reports whether this process
+// is that child (then the test body runs here). In the parent it fails the test when the child
+// failed or was killed by a signal, with the child's output.
+func inChild(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv("KCSI_GO_TEST_CHILD") == t.Name() {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "KCSI_GO_TEST_CHILD="+t.Name(), "KCSI_GO_TEST_TMP="+shortTempDir(t, "kcsigo-child"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				t.Fatalf("the test process was killed by %v (a signal kcsi raised on one of its threads); output:\n%s", ws.Signal(), out)
+			}
+		}
+		t.Fatalf("child test failed: %v; output:\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
+		t.Fatalf("child test did not pass; output:\n%s", out)
+	}
+	return false
+}
+
+// stallingProxy listens on a new socket and forwards every connection to target, until the
+// client sends marker: from then on nothing more reaches the driver (and the client gets no
+// answer), as with a driver that hangs in the middle of that call. Returns the endpoint.
+func stallingProxy(t testing.TB, target, marker string) string {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t, "kcsigo-proxy"), "csi.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			client, err := l.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("unix", target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			track(client)
+			track(server)
+			go func() { // driver -> client, unchanged
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := server.Read(buf)
+					if n > 0 {
+						client.Write(buf[:n])
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			go func() { // client -> driver, until the marker shows up
+				buf := make([]byte, 32<<10)
+				var tail []byte // the end of the previous read, for a marker split across reads
+				stalled := false
+				for {
+					n, err := client.Read(buf)
+					if n > 0 && !stalled {
+						window := append(tail, buf[:n]...)
+						if bytes.Contains(window, []byte(marker)) {
+							stalled = true
+						} else {
+							server.Write(buf[:n])
+							tail = append([]byte(nil), window[max(0, len(window)-len(marker)):]...)
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "unix://" + sock
+}

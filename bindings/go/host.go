@@ -1,0 +1,177 @@
+package kcsi
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"time"
+)
+
+// Version is the kcsi library version this package is linked against, e.g. "0.1.0".
+func Version() string { return C.GoString(C.kcsi_version()) }
+
+// Config configures a Host; it is sent to kcsi_host_new as JSON.
+type Config struct {
+	// NodeName is the node this host acts for (also the node ID checked in registrations).
+	NodeName string
+	// RootDir is the kubelet root directory: pods/, plugins/ and plugins_registry/ live here.
+	RootDir string
+	// Kubeconfig is the API server's kubeconfig; empty means standalone (no API server).
+	Kubeconfig string
+	// Timeout is the per-operation deadline; zero means kcsi's default (120 s, the kubelet's
+	// csiTimeout). It applies to calls whose context deadline cannot be passed down.
+	Timeout time.Duration
+	// FeatureGates are the kubelet feature gates the plugin consults.
+	FeatureGates map[string]bool
+	// CSIDrivers stand in for the API's CSIDriver objects in standalone mode: each a
+	// *storagev1.CSIDriver or its JSON (json.RawMessage or []byte).
+	CSIDrivers []any
+}
+
+// MarshalJSON encodes c in the C API's host configuration form (camelCase keys, timeout in
+// seconds, empty settings left out).
+func (c Config) MarshalJSON() ([]byte, error) {
+	type wire struct {
+		NodeName       string          `json:"nodeName"`
+		RootDir        string          `json:"rootDir"`
+		Kubeconfig     string          `json:"kubeconfig,omitempty"`
+		TimeoutSeconds float64         `json:"timeoutSeconds,omitempty"`
+		FeatureGates   map[string]bool `json:"featureGates,omitempty"`
+		CSIDrivers     []any           `json:"csiDrivers,omitempty"`
+	}
+	drivers := make([]any, len(c.CSIDrivers))
+	for i, d := range c.CSIDrivers {
+		drivers[i] = rawBytes(d)
+	}
+	return json.Marshal(wire{c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.FeatureGates, drivers})
+}
+
+// Host is one node agent's instance of kcsi, with its own driver registry: two hosts in one
+// process never see each other's drivers. Its methods are safe for concurrent use.
+//
+// Call Close when done. A Host that becomes unreachable without Close is freed by a cleanup
+// as a safety net; handles made from it then fail with ErrFailedPrecondition.
+type Host struct {
+	h       *handle[*C.kcsi_host]
+	cleanup runtime.Cleanup
+}
+
+// NewHost creates a host. kcsi rejects unknown or missing required settings with
+// ErrInvalidArgument.
+func NewHost(config Config) (*Host, error) {
+	return NewHostJSON(config)
+}
+
+// NewHostJSON creates a host from a configuration in the C API's JSON form (see Config), for
+// settings this package does not model yet.
+func NewHostJSON(config any) (*Host, error) {
+	const op = "NewHost"
+	a := newArgs(op)
+	cfg := a.json("config", config)
+	defer a.done()
+	if a.err != nil {
+		return nil, a.err
+	}
+	var p *C.kcsi_host
+	var e C.gk_err
+	if err := check(op, C.gk_host_new(cfg, &p, &e), &e); err != nil {
+		return nil, err
+	}
+	h := &Host{}
+	h.h, h.cleanup = track(h, "host", p, func(p *C.kcsi_host) { C.kcsi_host_free(p) })
+	return h, nil
+}
+
+// closeHandle is the cleanup of every wrapper: it runs only if Close was never called.
+func closeHandle[P comparable](h *handle[P]) { h.close() }
+
+// Close frees the host. It is idempotent, safe to call concurrently and while other
+// goroutines are in calls on h (the memory is freed when the last of them returns); later
+// calls fail with ErrClosed.
+func (h *Host) Close() { closeOwner(h, h.h, &h.cleanup) }
+
+// HostStatus is kcsi_host_status' answer.
+type HostStatus struct {
+	NodeName           string   `json:"nodeName"`
+	Standalone         bool     `json:"standalone"`
+	CSINodeInitialized bool     `json:"csiNodeInitialized"`
+	LastError          *string  `json:"lastError"` // what upstream hands to SetKubeletError; nil when healthy
+	Drivers            []Driver `json:"drivers"`
+	// Raw is the whole answer, including fields this struct does not name.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Status returns the host's status. It does not block on drivers.
+func (h *Host) Status() (*HostStatus, error) {
+	const op = "Status"
+	var raw string
+	err := h.call(context.Background(), op, func(p *C.kcsi_host) error {
+		var out *C.char
+		var e C.gk_err
+		if err := check(op, C.gk_host_status(p, &out, &e), &e); err != nil {
+			return err
+		}
+		raw = takeString(out)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var s HostStatus
+	if err := decode(op, raw, &s); err != nil {
+		return nil, err
+	}
+	s.Raw = json.RawMessage(raw)
+	return &s, nil
+}
+
+// decode parses kcsi's JSON output; a failure is a kcsi bug, so it is ErrInternal.
+func decode(op, text string, v any) error {
+	if err := json.Unmarshal([]byte(text), v); err != nil {
+		return &Error{Op: op, Result: ResultInternal, Class: ClassFinal, GRPCCode: -1,
+			Message: "kcsi returned JSON this package cannot read: " + err.Error()}
+	}
+	return nil
+}
+
+// call runs one C call on h's C handle.
+func (h *Host) call(ctx context.Context, op string, fn func(p *C.kcsi_host) error) error {
+	return callOn(ctx, h, h.h, op, fn)
+}
+
+// callOn runs one C call on a handle: it refuses a done context and a closed handle, holds
+// the handle open during the call (so a concurrent Close cannot free it) and keeps owner,
+// whose cleanup would close the handle, reachable until the call has returned.
+func callOn[P comparable](ctx context.Context, owner any, h *handle[P], op string, fn func(p P) error) error {
+	if err := beforeCall(ctx, op); err != nil {
+		return err
+	}
+	p, err := h.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	err = fn(p)
+	runtime.KeepAlive(owner)
+	return err
+}
+
+// track wraps a new C handle owned by the Go value w and arranges for a cleanup to close it
+// if w becomes unreachable without Close (a safety net, not the way to free handles).
+func track[W any, P comparable](w *W, kind string, p P, free func(P)) (*handle[P], runtime.Cleanup) {
+	h := newHandle(kind, p, free)
+	return h, runtime.AddCleanup(w, closeHandle[P], h)
+}
+
+// closeOwner is every wrapper's Close: the first close stops the safety-net cleanup.
+func closeOwner[P comparable](owner any, h *handle[P], c *runtime.Cleanup) {
+	if h.close() {
+		c.Stop()
+	}
+	runtime.KeepAlive(owner)
+}
