@@ -7,7 +7,6 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::time::Instant;
 
 use crate::capability::volume_capability;
 use crate::error::{Error, ErrorKind, Result};
@@ -146,16 +145,11 @@ pub async fn mount_device(
             "{PREFIX}attacher.MountDevice failed to get CSIPersistentVolumeSource"
         ))
     })?;
-    let driver = host.driver(&src.driver).map_err(|e| {
-        e.context(format!(
-            "{PREFIX}attacher.MountDevice failed to create newCsiDriverClient"
-        ))
-    })?;
-    let op = Operation {
+    let op = Operation::start(
         host,
-        driver,
-        deadline: Instant::now() + host.config.timeout,
-    };
+        &src.driver,
+        &format!("{PREFIX}attacher.MountDevice failed to create newCsiDriverClient"),
+    )?;
     let caps = op.capabilities().await?;
     let publish_context = op
         .publish_context(&src.volume_handle)
@@ -266,16 +260,11 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
     };
     let driver_name = volume_data::get(&data, keys::DRIVER_NAME, data_dir)?;
     let volume_handle = volume_data::get(&data, keys::VOLUME_HANDLE, data_dir)?;
-    let driver = host.driver(driver_name).map_err(|e| {
-        e.context(format!(
-            "{PREFIX}attacher.UnmountDevice failed to create newCsiDriverClient"
-        ))
-    })?;
-    let op = Operation {
+    let op = Operation::start(
         host,
-        driver,
-        deadline: Instant::now() + host.config.timeout,
-    };
+        driver_name,
+        &format!("{PREFIX}attacher.UnmountDevice failed to create newCsiDriverClient"),
+    )?;
     let caps = op.capabilities().await.map_err(|e| {
         e.context(format!(
             "{PREFIX}attacher.UnmountDevice failed to check whether STAGE_UNSTAGE_VOLUME set"

@@ -21,15 +21,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
-use tokio::time::Instant;
 
 use crate::capability::{volume_capability, FS_TYPE_BLOCK};
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
-use crate::operation::{classify_rpc, Operation};
+use crate::operation::{classify_rpc, pod_info_attributes, Operation};
 use crate::paths::attachment_name;
 use crate::proto::csi;
-use crate::spec::VolumeSpec;
+use crate::spec::{LifecycleMode, VolumeSpec};
 use crate::volume_data::{self, keys, VolumeData};
 
 const PREFIX: &str = "kubernetes.io/csi: ";
@@ -179,16 +178,11 @@ impl BlockMapper {
     /// (data, dev and staging dirs), as upstream.
     pub async fn set_up_device(&self, host: &Host) -> Result<Option<PathBuf>> {
         let src = self.source()?;
-        let driver = host.driver(&self.driver_name).map_err(|e| {
-            e.context(format!(
-                "{PREFIX}blockMapper.SetUpDevice failed to get CSI client"
-            ))
-        })?;
-        let op = Operation {
+        let op = Operation::start(
             host,
-            driver,
-            deadline: Instant::now() + host.config.timeout,
-        };
+            &self.driver_name,
+            &format!("{PREFIX}blockMapper.SetUpDevice failed to get CSI client"),
+        )?;
         let publish_context = op
             .publish_context(&self.volume_handle)
             .await?
@@ -239,16 +233,11 @@ impl BlockMapper {
     /// creates the parent directory; the driver creates the file.
     pub async fn map_pod_device(&self, host: &Host) -> Result<PathBuf> {
         let src = self.source()?;
-        let driver = host.driver(&self.driver_name).map_err(|e| {
-            e.context(format!(
-                "{PREFIX}blockMapper.MapPodDevice failed to get CSI client"
-            ))
-        })?;
-        let op = Operation {
+        let op = Operation::start(
             host,
-            driver,
-            deadline: Instant::now() + host.config.timeout,
-        };
+            &self.driver_name,
+            &format!("{PREFIX}blockMapper.MapPodDevice failed to get CSI client"),
+        )?;
         let publish_context = op
             .publish_context(&self.volume_handle)
             .await?
@@ -271,7 +260,11 @@ impl BlockMapper {
             .transient()
         })?;
         if facts.pod_info_on_mount {
-            volume_context.extend(pod_info_attributes(&self.pod));
+            volume_context.extend(pod_info_attributes(
+                &self.pod,
+                self.pod.metadata.uid.as_deref().unwrap_or_default(),
+                LifecycleMode::Persistent,
+            ));
         }
         let secrets = op
             .secrets("NodePublishSecretRef", src.node_publish_secret_ref.as_ref())
@@ -299,32 +292,6 @@ impl BlockMapper {
             .map_err(classify_rpc)?;
         Ok(publish_path.to_path_buf())
     }
-}
-
-/// The pod-info volume_context entries of a persistent (never ephemeral) block volume.
-fn pod_info_attributes(pod: &Pod) -> [(String, String); 5] {
-    let sa = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.service_account_name.clone())
-        .unwrap_or_default();
-    let m = &pod.metadata;
-    [
-        (
-            "csi.storage.k8s.io/pod.name".into(),
-            m.name.clone().unwrap_or_default(),
-        ),
-        (
-            "csi.storage.k8s.io/pod.namespace".into(),
-            m.namespace.clone().unwrap_or_default(),
-        ),
-        (
-            "csi.storage.k8s.io/pod.uid".into(),
-            m.uid.clone().unwrap_or_default(),
-        ),
-        ("csi.storage.k8s.io/serviceAccount.name".into(), sa),
-        ("csi.storage.k8s.io/ephemeral".into(), "false".into()),
-    ]
 }
 
 /// Upstream `NewBlockVolumeUnmapper`: what `data/vol_data.json` recorded.
@@ -358,16 +325,11 @@ impl BlockUnmapper {
     }
 
     fn operation<'h>(&self, host: &'h Host, what: &str) -> Result<Operation<'h>> {
-        let driver = host.driver(&self.driver_name).map_err(|e| {
-            e.context(format!(
-                "{PREFIX}blockMapper.{what} failed to get CSI client"
-            ))
-        })?;
-        Ok(Operation {
+        Operation::start(
             host,
-            driver,
-            deadline: Instant::now() + host.config.timeout,
-        })
+            &self.driver_name,
+            &format!("{PREFIX}blockMapper.{what} failed to get CSI client"),
+        )
     }
 
     /// `UnmapPodDevice`: NodeUnpublishVolume of the publish path (even when it is gone: the

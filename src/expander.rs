@@ -2,7 +2,6 @@
 //! mapping, after the controller has grown the volume.
 
 use serde::Deserialize;
-use tokio::time::Instant;
 use tonic::Code;
 
 use crate::capability::{volume_capability, FS_TYPE_BLOCK};
@@ -49,12 +48,11 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
             "{PREFIX}Expander.NodeExpand failed to get CSI persistent source"
         ))
     })?;
-    let driver = host.driver(&src.driver)?;
-    let op = Operation {
+    let op = Operation::start(
         host,
-        driver,
-        deadline: Instant::now() + host.config.timeout,
-    };
+        &src.driver,
+        &format!("{PREFIX}Expander.NodeExpand failed to get CSI client"),
+    )?;
     let caps = op.capabilities().await.map_err(|e| {
         e.context(format!(
             "{PREFIX}Expander.NodeExpand failed to check if node supports expansion "

@@ -37,7 +37,11 @@ pub async fn volume_stats(
     volume_handle: &str,
     path: &str,
 ) -> Result<VolumeMetrics> {
-    let op = Operation::start(host, driver, "kubernetes.io/csi: metricsCsi.GetMetrics")?;
+    let op = Operation::start(
+        host,
+        driver,
+        "kubernetes.io/csi: metricsCsi.GetMetrics failed to get CSI client",
+    )?;
     let caps = op.capabilities().await?;
     if !caps.get_volume_stats {
         return Err(Error::new(

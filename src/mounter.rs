@@ -22,7 +22,7 @@ use crate::fs_group::{self, ChangePolicy};
 use crate::goquote::quote;
 use crate::host::Host;
 use crate::metrics::{self, VolumeMetrics};
-use crate::operation::{classify_rpc, Operation};
+use crate::operation::{classify_rpc, pod_info_attributes, Operation};
 use crate::paths::{attachment_name, ephemeral_volume_handle};
 use crate::proto::csi::NodePublishVolumeRequest;
 use crate::proto::TOKENS_KEY;
@@ -99,7 +99,11 @@ impl Mounter {
 
     /// Upstream `SetUpAt`, step for step, with its error classes: see the reference §1.6.
     pub async fn set_up(&self, host: &Host, args: &MounterArgs) -> Result<()> {
-        let op = Operation::start(host, &self.driver, &format!("{PREFIX}mounter.SetUpAt"))?;
+        let op = Operation::start(
+            host,
+            &self.driver,
+            &format!("{PREFIX}mounter.SetUpAt failed to get CSI client"),
+        )?;
         // A lookup failure surfaces in upstream's first CSIDriver check (lifecycle mode); the
         // only other failure, an invalid fsGroupPolicy, in its fsGroup policy check.
         let facts = host.driver_facts(&self.driver).map_err(|e| {
@@ -141,7 +145,8 @@ impl Mounter {
             .secrets("NodePublishSecretRef", p.secret_ref.as_ref())
             .await?;
         if facts.pod_info_on_mount {
-            p.attributes.extend(self.pod_info());
+            p.attributes
+                .extend(pod_info_attributes(&self.pod, &self.pod_uid, self.mode));
         }
         if !facts.token_requests.is_empty() {
             let tokens = self.token_attrs(host, &facts).await.map_err(|e| {
@@ -341,32 +346,6 @@ impl Mounter {
         data
     }
 
-    /// Upstream `getPodInfoAttrs`: the five pod-info keys.
-    fn pod_info(&self) -> [(String, String); 5] {
-        let sa = self
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.service_account_name.clone())
-            .unwrap_or_default();
-        [
-            (
-                "csi.storage.k8s.io/pod.name".into(),
-                self.pod.metadata.name.clone().unwrap_or_default(),
-            ),
-            (
-                "csi.storage.k8s.io/pod.namespace".into(),
-                self.pod.metadata.namespace.clone().unwrap_or_default(),
-            ),
-            ("csi.storage.k8s.io/pod.uid".into(), self.pod_uid.clone()),
-            ("csi.storage.k8s.io/serviceAccount.name".into(), sa),
-            (
-                "csi.storage.k8s.io/ephemeral".into(),
-                (self.mode == LifecycleMode::Ephemeral).to_string(),
-            ),
-        ]
-    }
-
     /// Upstream `podServiceAccountTokenAttrs`: one token per CSIDriver `tokenRequests` entry.
     async fn token_attrs(&self, host: &Host, facts: &DriverFacts) -> Result<String> {
         let mut tokens = BTreeMap::new();
@@ -461,7 +440,11 @@ impl Unmounter {
     /// Upstream `TearDownAt`: NodeUnpublishVolume, then remove the dir and `vol_data.json`
     /// unless the target is still mounted. A failed unpublish is final.
     pub async fn tear_down(&self, host: &Host) -> Result<()> {
-        let op = Operation::start(host, &self.driver, &format!("{PREFIX}Unmounter.TearDownAt"))?;
+        let op = Operation::start(
+            host,
+            &self.driver,
+            &format!("{PREFIX}Unmounter.TearDownAt failed to get CSI client"),
+        )?;
         let target = self.path.to_string_lossy();
         op.client()
             .node_unpublish(&self.volume_handle, &target, op.deadline)

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::SecretReference;
+use k8s_openapi::api::core::v1::{Pod, SecretReference};
 use tokio::time::Instant;
 
 use crate::config::MAX_TIMEOUT;
@@ -15,6 +15,7 @@ use crate::driver_store::Driver;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::paths::attachment_name;
+use crate::spec::LifecycleMode;
 
 pub struct Operation<'h> {
     pub host: &'h Host,
@@ -24,7 +25,8 @@ pub struct Operation<'h> {
 
 impl<'h> Operation<'h> {
     /// Starts an operation on `driver_name`. A driver that is not registered is a transient
-    /// failure (it may register soon, e.g. after a kubelet restart), prefixed with `what`.
+    /// failure (it may register soon, e.g. after a kubelet restart); `what` prefixes its
+    /// message with upstream's per-method wording (e.g. "mounter.SetUpAt failed to get CSI client").
     pub fn start(host: &'h Host, driver_name: &str, what: &str) -> Result<Operation<'h>> {
         Self::start_with_timeout(host, driver_name, what, host.config.timeout)
     }
@@ -35,9 +37,7 @@ impl<'h> Operation<'h> {
         what: &str,
         timeout: Duration,
     ) -> Result<Operation<'h>> {
-        let driver = host
-            .driver(driver_name)
-            .map_err(|e| e.context(format!("{what} failed to get CSI client")))?;
+        let driver = host.driver(driver_name).map_err(|e| e.context(what))?;
         Ok(Operation {
             host,
             driver,
@@ -101,6 +101,33 @@ impl<'h> Operation<'h> {
         })?;
         Ok(data.into_iter().collect())
     }
+}
+
+/// Upstream `getPodInfoAttrs`: the five volume_context keys a driver with `podInfoOnMount`
+/// gets on NodePublish.
+pub fn pod_info_attributes(pod: &Pod, pod_uid: &str, mode: LifecycleMode) -> [(String, String); 5] {
+    let sa = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_default();
+    let meta = &pod.metadata;
+    [
+        (
+            "csi.storage.k8s.io/pod.name".into(),
+            meta.name.clone().unwrap_or_default(),
+        ),
+        (
+            "csi.storage.k8s.io/pod.namespace".into(),
+            meta.namespace.clone().unwrap_or_default(),
+        ),
+        ("csi.storage.k8s.io/pod.uid".into(), pod_uid.to_string()),
+        ("csi.storage.k8s.io/serviceAccount.name".into(), sa),
+        (
+            "csi.storage.k8s.io/ephemeral".into(),
+            (mode == LifecycleMode::Ephemeral).to_string(),
+        ),
+    ]
 }
 
 /// Classifies a failed stage/publish/expand RPC: uncertain when the driver may still be
