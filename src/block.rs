@@ -23,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
 use crate::capability::{volume_capability, FS_TYPE_BLOCK};
+use crate::csi_client::NodeCapabilities;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
 use crate::operation::{classify_rpc, pod_info_attributes, Operation};
@@ -173,21 +174,32 @@ impl BlockMapper {
             .map_or("ReadWriteOnce", String::as_str)
     }
 
-    /// `SetUpDevice`: NodeStageVolume with block access at the staging path (when the driver
-    /// has STAGE_UNSTAGE_VOLUME; else `None`). A final stage error removes the volume's files
-    /// (data, dev and staging dirs), as upstream.
-    pub async fn set_up_device(&self, host: &Host) -> Result<Option<PathBuf>> {
-        let src = self.source()?;
+    /// What SetUpDevice and MapPodDevice start with, in upstream's order: the driver (transient
+    /// when not registered), the attachment's publish context, the driver's capabilities.
+    async fn begin<'h>(
+        &self,
+        host: &'h Host,
+        what: &str,
+    ) -> Result<(Operation<'h>, HashMap<String, String>, NodeCapabilities)> {
         let op = Operation::start(
             host,
             &self.driver_name,
-            &format!("{PREFIX}blockMapper.SetUpDevice failed to get CSI client"),
+            &format!("{PREFIX}blockMapper.{what} failed to get CSI client"),
         )?;
         let publish_context = op
             .publish_context(&self.volume_handle)
             .await?
             .unwrap_or_default();
         let caps = op.capabilities().await?;
+        Ok((op, publish_context, caps))
+    }
+
+    /// `SetUpDevice`: NodeStageVolume with block access at the staging path (when the driver
+    /// has STAGE_UNSTAGE_VOLUME; else `None`). A final stage error removes the volume's files
+    /// (data, dev and staging dirs), as upstream.
+    pub async fn set_up_device(&self, host: &Host) -> Result<Option<PathBuf>> {
+        let src = self.source()?;
+        let (op, publish_context, caps) = self.begin(host, "SetUpDevice").await?;
         if !caps.stage_unstage {
             tracing::info!("{PREFIX}blockMapper.stageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice...");
             return Ok(None);
@@ -233,16 +245,7 @@ impl BlockMapper {
     /// creates the parent directory; the driver creates the file.
     pub async fn map_pod_device(&self, host: &Host) -> Result<PathBuf> {
         let src = self.source()?;
-        let op = Operation::start(
-            host,
-            &self.driver_name,
-            &format!("{PREFIX}blockMapper.MapPodDevice failed to get CSI client"),
-        )?;
-        let publish_context = op
-            .publish_context(&self.volume_handle)
-            .await?
-            .unwrap_or_default();
-        let caps = op.capabilities().await?;
+        let (op, publish_context, caps) = self.begin(host, "MapPodDevice").await?;
         let publish_path = self.paths.publish_path()?;
         volume_data::make_dirs(&self.paths.publish_dir)
             .map_err(|e| e.context(format!("{PREFIX}blockMapper.publishVolumeForBlock")))?;
