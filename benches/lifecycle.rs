@@ -19,12 +19,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use attacher_support::*;
-use kcsi::ffi::mounter::*;
-use kcsi::proto::csi;
-use kcsi::proto::csi::node_client::NodeClient;
-use kcsi::proto::csi::volume_capability::{
+use kcsi::csi::proto::csi;
+use kcsi::csi::proto::csi::node_client::NodeClient;
+use kcsi::csi::proto::csi::volume_capability::{
     access_mode::Mode, AccessMode, AccessType, BlockVolume, MountVolume,
 };
+use kcsi::ffi::mounter::*;
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 

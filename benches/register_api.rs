@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use common::{short_tempdir, ApiServer, DriverProcess};
 use k8s_openapi::api::core::v1::Node;
 use kcsi::config::HostConfig;
+use kcsi::csi::registration;
 use kcsi::host::Host;
 use kcsi::kube::client::ApiClient;
-use kcsi::{registration, runtime};
+use kcsi::runtime;
 use kube::api::{Api, PostParams};
 
 fn run<F: std::future::Future>(fut: F) -> F::Output {

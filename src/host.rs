@@ -10,12 +10,12 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::csi_client::NodeInfo;
-use crate::driver_facts::DriverFacts;
-use crate::driver_store::DriverStore;
+use crate::csi::csi_client::NodeInfo;
+use crate::csi::driver_store::DriverStore;
+use crate::disk::paths::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
-use crate::paths::Layout;
+use crate::volume::driver_facts::DriverFacts;
 
 pub struct Host {
     pub config: HostConfig,
@@ -49,7 +49,7 @@ impl Host {
     /// hosts from their config.
     pub fn driver_facts(&self, driver: &str) -> Result<DriverFacts> {
         if let Some(kube) = &self.kube {
-            return DriverFacts::new(driver, kube.drivers.get(driver)?.as_deref());
+            return DriverFacts::new(driver, kube.csidrivers.get(driver)?.as_deref());
         }
         let object = self
             .config
@@ -61,7 +61,7 @@ impl Host {
 
     /// The registered driver `name`, or upstream's transient "not found" error (a driver that
     /// is not registered yet, e.g. right after a kubelet restart, may register soon).
-    pub fn driver(&self, name: &str) -> Result<std::sync::Arc<crate::driver_store::Driver>> {
+    pub fn driver(&self, name: &str) -> Result<std::sync::Arc<crate::csi::driver_store::Driver>> {
         if name.is_empty() {
             return Err(Error::not_found("driver name is empty").transient());
         }
@@ -161,7 +161,7 @@ impl Host {
             "standalone": self.kube.is_none(),
             "csiNodeInitialized": initialized,
             "lastError": last_error,
-            "csiDriversSynced": self.kube.as_ref().map(|k| k.drivers.is_synced()),
+            "csiDriversSynced": self.kube.as_ref().map(|k| k.csidrivers.is_synced()),
             "apiRequests": self.kube.as_ref().map(|k| k.api.requests_sent()),
             "drivers": self.drivers_json(),
         })

@@ -1,32 +1,27 @@
 //! kcsi: the Kubernetes kubelet's CSI volume plugin (upstream `pkg/volume/csi`) as a library.
 //!
-//! The safe core is organised by role; [`ffi`] is the C ABI shell over it.
+//! Layers, each a folder (dependencies point down this list, never up; `scripts/check-layers.sh`
+//! enforces the rules in CI):
+//! - [`ffi`]: the C ABI shell: converts and checks arguments, catches panics, owns no logic.
+//! - [`volume`]: the volume operations the kubelet runs (mounter, attacher, block, expansion,
+//!   metrics, reconstruction, plugin queries) and the facts they are built from.
+//! - [`csi`]: the CSI side: protos, the gRPC client, the registered-driver store, registration
+//!   and version rules. The client knows no Kubernetes types.
+//! - [`kube`]: Kubernetes API access (absent in standalone mode). Knows no CSI types.
+//! - [`disk`]: the kubelet's on-disk layout and `vol_data.json`; the only place that composes
+//!   kubelet paths.
+//! - The shared vocabulary at the top: [`error`], [`config`], [`host`], [`runtime`],
+//!   [`logging`], [`spec`].
 
-pub mod attacher;
-pub mod block;
-pub mod capability;
 pub mod config;
-pub mod csi_client;
-pub mod driver_facts;
-pub mod driver_store;
+pub mod csi;
+pub mod disk;
 pub mod error;
-pub mod expander;
 pub mod ffi;
-pub mod fs_group;
 mod goquote;
 pub mod host;
 pub mod kube;
 pub mod logging;
-pub mod metrics;
-pub mod mounter;
-pub mod operation;
-pub mod paths;
-pub mod plugin;
-pub mod proto;
-pub mod quantity;
-pub mod reconstruct;
-pub mod registration;
 pub mod runtime;
 pub mod spec;
-pub mod version;
-pub mod volume_data;
+pub mod volume;

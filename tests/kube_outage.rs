@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use common::{short_tempdir, ApiServer, DriverProcess};
 use kcsi::config::HostConfig;
+use kcsi::csi::registration;
 use kcsi::error::{ErrorClass, ErrorKind};
 use kcsi::host::Host;
 use kcsi::kube::node_info::ANNOTATION_NODE_ID;
-use kcsi::registration;
 use serde_json::json;
 
 use kube_support::*;

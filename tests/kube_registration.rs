@@ -16,13 +16,13 @@ use common::{short_tempdir, ApiServer, DriverProcess};
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kcsi::config::HostConfig;
+use kcsi::csi::registration;
 use kcsi::error::ErrorKind;
 use kcsi::ffi::error::{kcsi_error, kcsi_string_free};
 use kcsi::ffi::host::{kcsi_host, kcsi_host_free, kcsi_host_new, kcsi_host_status};
 use kcsi::ffi::queries::{kcsi_can_attach, kcsi_requires_remount};
 use kcsi::host::Host;
 use kcsi::kube::node_info::ANNOTATION_NODE_ID;
-use kcsi::registration;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
@@ -43,7 +43,7 @@ fn host(node: &str) -> (tempfile::TempDir, Host) {
 fn register(
     host: &Host,
     driver: &DriverProcess,
-) -> kcsi::error::Result<kcsi::csi_client::NodeInfo> {
+) -> kcsi::error::Result<kcsi::csi::csi_client::NodeInfo> {
     run(registration::register(
         host,
         &driver.name,
@@ -458,7 +458,7 @@ fn driver_facts_come_from_the_csidriver_object_with_api_defaults() {
     assert!(facts.pod_info_on_mount && facts.se_linux_mount);
     assert_eq!(
         facts.fs_group_policy,
-        kcsi::driver_facts::FsGroupPolicy::File
+        kcsi::volume::driver_facts::FsGroupPolicy::File
     );
     assert_eq!(facts.lifecycle_modes, vec!["Ephemeral".to_string()]);
     assert_eq!(facts.token_requests[0].expiration_seconds, Some(3600));

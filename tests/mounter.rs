@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use common::{host_config, unmount_below, DriverProcess, DRIVER};
 use hyper_util::rt::TokioIo;
+use kcsi::csi::proto::csi;
+use kcsi::disk::paths::Layout;
 use kcsi::ffi::error::{
     kcsi_error, kcsi_error_class, kcsi_error_free, kcsi_error_grpc_code, kcsi_error_message,
     kcsi_error_result, kcsi_string_free,
@@ -20,8 +22,6 @@ use kcsi::ffi::mounter::*;
 use kcsi::ffi::reconstruct::kcsi_construct_volume_spec;
 use kcsi::ffi::registration::{kcsi_deregister_plugin, kcsi_register_plugin};
 use kcsi::ffi::*;
-use kcsi::paths::Layout;
-use kcsi::proto::csi;
 use serde_json::{json, Value};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -297,7 +297,7 @@ fn create_volume(d: &DriverProcess, name: &str) -> String {
 /// NodeStage at the kubelet's global mount path (the attacher's job, done directly here).
 fn stage(d: &DriverProcess, node: &Node, handle: &str) -> PathBuf {
     let staging = node.layout().device_mount_path(DRIVER, handle).unwrap();
-    kcsi::volume_data::make_dirs(&staging).unwrap();
+    kcsi::disk::volume_data::make_dirs(&staging).unwrap();
     rt().block_on(async {
         let mut client = csi::node_client::NodeClient::new(channel(&d.socket).await);
         let req = csi::NodeStageVolumeRequest {
@@ -340,7 +340,7 @@ fn last_publish(d: &DriverProcess) -> Value {
 }
 
 fn is_mounted(path: &Path) -> bool {
-    kcsi::volume_data::is_mount_point(path).unwrap()
+    kcsi::disk::volume_data::is_mount_point(path).unwrap()
 }
 
 fn vol_data(mount_path: &Path) -> Value {
@@ -426,7 +426,7 @@ fn filesystem_pv_is_published_written_measured_and_torn_down() {
     );
 
     let file = std::fs::read_to_string(path.parent().unwrap().join("vol_data.json")).unwrap();
-    let attachment = kcsi::paths::attachment_name(&handle, DRIVER, "node-1");
+    let attachment = kcsi::disk::paths::attachment_name(&handle, DRIVER, "node-1");
     assert_eq!(
         file,
         format!(
@@ -468,7 +468,7 @@ fn ephemeral_inline_volume_is_created_on_publish_and_removed_on_teardown() {
     m.set_up(None).unwrap();
     let path = m.path();
     assert!(is_mounted(&path));
-    let handle = kcsi::paths::ephemeral_volume_handle(POD_UID, "test-vol");
+    let handle = kcsi::disk::paths::ephemeral_volume_handle(POD_UID, "test-vol");
     assert_eq!(
         handle,
         "csi-77b4ec2e40cdc3e4fe6faa47461d327e48a98aadcbdafbf723ce9a664a5bb118"

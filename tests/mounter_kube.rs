@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::{unmount_below, ApiServer, DriverProcess};
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
+use kcsi::csi::proto::csi;
 use kcsi::ffi::error::{
     kcsi_error, kcsi_error_class, kcsi_error_free, kcsi_error_message, kcsi_string_free,
 };
@@ -18,7 +19,6 @@ use kcsi::ffi::host::{kcsi_host, kcsi_host_free, kcsi_host_new, kcsi_host_status
 use kcsi::ffi::mounter::*;
 use kcsi::ffi::registration::kcsi_register_plugin;
 use kcsi::ffi::{kcsi_result, KCSI_CLASS_TRANSIENT, KCSI_OK};
-use kcsi::proto::csi;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
@@ -173,7 +173,7 @@ impl Fixture {
 
     /// The attached VolumeAttachment the external attacher would leave, with metadata.
     fn attach(&self, handle: &str, metadata: Value) {
-        let name = kcsi::paths::attachment_name(handle, &self.driver_name, &self.node);
+        let name = kcsi::disk::paths::attachment_name(handle, &self.driver_name, &self.node);
         let vas: Api<VolumeAttachment> = Api::all(admin().client.clone());
         create(
             vas.clone(),

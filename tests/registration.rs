@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use common::{host_config, short_tempdir, DriverProcess, DRIVER};
 use kcsi::config::HostConfig;
+use kcsi::csi::registration;
 use kcsi::error::{ErrorClass, ErrorKind};
 use kcsi::ffi::{self, error::kcsi_error, host::kcsi_host};
 use kcsi::host::Host;
-use kcsi::{registration, runtime};
+use kcsi::runtime;
 
 fn host(node: &str) -> (tempfile::TempDir, Arc<Host>) {
     let root = short_tempdir("kcsi-root");
@@ -30,7 +31,7 @@ fn register(
     name: &str,
     endpoint: &str,
     versions: &[&str],
-) -> kcsi::error::Result<kcsi::csi_client::NodeInfo> {
+) -> kcsi::error::Result<kcsi::csi::csi_client::NodeInfo> {
     runtime::block_on(registration::register(
         host,
         name,

@@ -10,11 +10,11 @@ use super::boundary::{
 use super::error::kcsi_error;
 use super::host::{host_arg, kcsi_host, upgrade};
 use super::kcsi_result;
-use crate::attacher::{self, MountDeviceArgs};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::runtime;
 use crate::spec::VolumeSpec;
+use crate::volume::attacher::{self, MountDeviceArgs};
 
 /// An attacher / device mounter of one host. Free with `kcsi_attacher_free`.
 pub struct kcsi_attacher {

@@ -12,11 +12,11 @@ use super::boundary::{
 use super::error::kcsi_error;
 use super::host::{host_arg, kcsi_host, upgrade};
 use super::kcsi_result;
-use crate::block::{self, BlockMapper, BlockUnmapper};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::runtime;
 use crate::spec::VolumeSpec;
+use crate::volume::block::{self, BlockMapper, BlockUnmapper};
 
 /// A block volume mapper for one pod. Free with `kcsi_block_mapper_free`.
 pub struct kcsi_block_mapper {

@@ -6,8 +6,8 @@ use super::boundary::{guard, json_arg, out_arg, write_value};
 use super::error::kcsi_error;
 use super::host::{host_arg, kcsi_host};
 use super::kcsi_result;
-use crate::expander::{self, ExpandOptions};
 use crate::runtime;
+use crate::volume::expander::{self, ExpandOptions};
 
 /// Expands a volume on this node (NodeExpandVolume). `options_json`: `{"spec": <spec>,
 /// "devicePath", "deviceMountPath", "deviceStagePath", "newSize": "<quantity>", "oldSize":

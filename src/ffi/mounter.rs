@@ -13,9 +13,9 @@ use super::host::{host_arg, kcsi_host, upgrade};
 use super::kcsi_result;
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::mounter::{Mounter, MounterArgs, Unmounter};
 use crate::runtime;
 use crate::spec::VolumeSpec;
+use crate::volume::mounter::{Mounter, MounterArgs, Unmounter};
 
 /// One volume of one pod to publish. Free with `kcsi_mounter_free`.
 pub struct kcsi_mounter {

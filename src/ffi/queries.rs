@@ -7,8 +7,8 @@ use super::boundary::{guard, json_arg, out_arg, write_string, write_value};
 use super::error::kcsi_error;
 use super::host::{host_arg, kcsi_host};
 use super::kcsi_result;
-use crate::plugin;
 use crate::spec::SpecHead;
+use crate::volume::plugin;
 
 /// The unique volume name `<driver>^<volumeHandle>` of a PersistentVolume spec (inline volumes
 /// have none: `KCSI_ERR_INVALID_ARGUMENT`). Caller frees `*name_out` with `kcsi_string_free`.

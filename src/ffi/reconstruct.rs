@@ -6,7 +6,7 @@ use super::boundary::{guard, out_arg, str_arg, write_string};
 use super::error::kcsi_error;
 use super::host::{host_arg, kcsi_host};
 use super::kcsi_result;
-use crate::reconstruct;
+use crate::volume::reconstruct;
 
 /// Rebuilds the spec of a mounted volume from `<mount_path>/vol_data.json`, `mount_path` being
 /// the per-volume dir `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>` (anything outside

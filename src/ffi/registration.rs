@@ -7,7 +7,8 @@ use super::boundary::{guard, out_arg, str_arg, str_array, write_string};
 use super::error::kcsi_error;
 use super::host::{host_arg, kcsi_host};
 use super::kcsi_result;
-use crate::{registration, runtime};
+use crate::csi::registration;
+use crate::runtime;
 
 /// Checks a driver's name, endpoint and supported versions as the kubelet's `ValidatePlugin`
 /// does, without registering anything. `versions` is an array of `versions_len` strings.

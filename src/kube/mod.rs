@@ -4,7 +4,7 @@
 
 mod backoff;
 pub mod client;
-pub mod csi_driver_store;
+pub mod csidriver_informer;
 pub mod csinode_init;
 pub mod node_info;
 pub mod objects;
@@ -17,13 +17,13 @@ use tokio::task::JoinHandle;
 use crate::config::HostConfig;
 use crate::error::Result;
 use client::ApiClient;
-use csi_driver_store::CsiDriverStore;
+use csidriver_informer::CsiDriverInformer;
 use csinode_init::Startup;
 use node_info::NodeInfoManager;
 
 pub struct Kube {
     pub api: ApiClient,
-    pub drivers: CsiDriverStore,
+    pub csidrivers: CsiDriverInformer,
     pub node_info: Arc<NodeInfoManager>,
     pub startup: Arc<Startup>,
     /// The CSIDriver watch and the CSINode start-up; aborted when the host goes.
@@ -37,7 +37,7 @@ impl Kube {
         let runtime = crate::runtime::handle()?;
         let _enter = runtime.enter();
         let api = ApiClient::from_kubeconfig(kubeconfig)?;
-        let (drivers, watch) = CsiDriverStore::start(api.client.clone(), &runtime);
+        let (csidrivers, watch) = CsiDriverInformer::start(api.client.clone(), &runtime);
         let node_info = Arc::new(NodeInfoManager::new(
             api.clone(),
             &config.node_name,
@@ -48,7 +48,7 @@ impl Kube {
         let init = runtime.spawn(csinode_init::run(node_info.clone(), startup.clone()));
         Ok(Kube {
             api,
-            drivers,
+            csidrivers,
             node_info,
             startup,
             tasks: vec![watch, init],

@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::ptr;
 
+use kcsi::csi::proto::csi;
 use kcsi::ffi::attacher::*;
 use kcsi::ffi::block::*;
 use kcsi::ffi::error::*;
 use kcsi::ffi::expand::kcsi_node_expand;
 use kcsi::ffi::host::*;
 use kcsi::ffi::registration::kcsi_register_plugin;
-use kcsi::proto::csi;
 use serde_json::{json, Value};
 
 use super::common::{short_tempdir, unmount_below, DriverProcess, DRIVER};

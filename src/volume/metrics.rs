@@ -5,11 +5,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+use crate::csi::proto::csi::volume_usage::Unit;
+use crate::csi::proto::csi::NodeGetVolumeStatsResponse;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
-use crate::operation::Operation;
-use crate::proto::csi::volume_usage::Unit;
-use crate::proto::csi::NodeGetVolumeStatsResponse;
+use crate::volume::operation::Operation;
 
 /// What `kcsi_mounter_metrics` returns. Bytes and inode counts; the condition only when the
 /// gate `CSIVolumeHealth` is on and the driver has VOLUME_CONDITION.
@@ -108,7 +108,7 @@ fn from_response(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::csi::{VolumeCondition, VolumeUsage};
+    use crate::csi::proto::csi::{VolumeCondition, VolumeUsage};
 
     #[test]
     fn usage_units_map_to_bytes_and_inodes() {

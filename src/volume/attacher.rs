@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::capability::volume_capability;
+use crate::csi::proto::csi;
+use crate::disk::paths::attachment_name;
+use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorKind, Result};
 use crate::goquote::quote;
 use crate::host::Host;
-use crate::operation::{classify_rpc, Operation};
-use crate::paths::attachment_name;
-use crate::proto::csi;
 use crate::spec::VolumeSpec;
-use crate::volume_data::{self, keys, VolumeData};
+use crate::volume::capability::volume_capability;
+use crate::volume::operation::{classify_rpc, Operation};
 
 const PREFIX: &str = "kubernetes.io/csi: ";
 

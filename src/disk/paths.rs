@@ -79,6 +79,21 @@ pub struct Layout {
     root: PathBuf,
 }
 
+/// Where one block volume's files live for one pod (upstream `csiBlockMapper`'s getters).
+#[derive(Clone, Debug)]
+pub struct BlockPaths {
+    pub global_map_path: PathBuf,
+    pub volume_dir: PathBuf,
+    pub data_dir: PathBuf,
+    pub staging_path: PathBuf,
+    pub publish_dir: PathBuf,
+    /// `None` for an unmapper without a pod (the kubelet's UnmountDevice passes no pod UID).
+    pub publish_path: Option<PathBuf>,
+    pub pod_device_map_path: Option<PathBuf>,
+    /// `<global map path>/<pod UID>`, where the kubelet reads block metrics from.
+    pub metrics_path: Option<PathBuf>,
+}
+
 impl Layout {
     pub fn new(root: impl Into<PathBuf>) -> Layout {
         Layout { root: root.into() }
@@ -93,6 +108,35 @@ impl Layout {
         self.root.join("plugins").join(PLUGIN_NAME)
     }
 
+    /// Every path of one block volume, for one pod (`pod_uid` empty: no pod-side paths).
+    pub fn block_paths(&self, spec_name: &str, pod_uid: &str) -> Result<BlockPaths> {
+        let global_map_path = self.block_global_map_path(spec_name)?;
+        let (publish_path, pod_device_map_path, metrics_path) = if pod_uid.is_empty() {
+            (None, None, None)
+        } else {
+            (
+                Some(self.block_publish_path(spec_name, pod_uid)?),
+                Some(self.pod_device_map_dir(pod_uid)?),
+                Some(global_map_path.join(pod_uid)),
+            )
+        };
+        Ok(BlockPaths {
+            volume_dir: self.block_volume_dir(spec_name)?,
+            data_dir: self.block_data_dir(spec_name)?,
+            staging_path: self.block_staging_path(spec_name)?,
+            publish_dir: self.block_publish_dir(spec_name)?,
+            global_map_path,
+            publish_path,
+            pod_device_map_path,
+            metrics_path,
+        })
+    }
+
+    /// `<root>/pods`, below which every pod volume dir lives.
+    pub fn pods_dir(&self) -> PathBuf {
+        self.root.join("pods")
+    }
+
     pub fn plugins_registry_dir(&self) -> PathBuf {
         self.root.join("plugins_registry")
     }
@@ -103,8 +147,7 @@ impl Layout {
         let escaped = escape_qualified_name(spec_name);
         check_name("volume spec name", &escaped)?;
         Ok(self
-            .root
-            .join("pods")
+            .pods_dir()
             .join(pod_uid)
             .join("volumes")
             .join(ESCAPED_PLUGIN_NAME)
@@ -175,8 +218,7 @@ impl Layout {
     pub fn pod_device_map_dir(&self, pod_uid: &str) -> Result<PathBuf> {
         check_name("pod UID", pod_uid)?;
         Ok(self
-            .root
-            .join("pods")
+            .pods_dir()
             .join(pod_uid)
             .join("volumeDevices")
             .join(ESCAPED_PLUGIN_NAME))

@@ -6,13 +6,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::MAX_TIMEOUT;
-use crate::csi_client::{CsiClient, NodeInfo};
-use crate::driver_store::Driver;
+use crate::csi::csi_client::{CsiClient, NodeInfo};
+use crate::csi::driver_store::Driver;
+use crate::csi::version::{highest_supported_version, quote_versions, Version, VersionError};
+use crate::disk::paths::check_driver_name;
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
 use crate::goquote::quote;
 use crate::host::Host;
-use crate::paths::check_driver_name;
-use crate::version::{highest_supported_version, quote_versions, Version, VersionError};
 
 /// Upstream's `log()` prefix for plugin errors.
 const PREFIX: &str = "kubernetes.io/csi: ";
@@ -60,7 +60,7 @@ fn check_existing(
 
 fn check_inputs(name: &str, endpoint: &str) -> Result<()> {
     check_driver_name(name)?;
-    crate::csi_client::socket_path(endpoint)?;
+    crate::csi::csi_client::socket_path(endpoint)?;
     Ok(())
 }
 

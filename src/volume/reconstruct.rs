@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Value};
 
+use crate::disk::volume_data::{self, keys};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::spec::LifecycleMode;
-use crate::volume_data::{self, keys};
 
 const PREFIX: &str = "kubernetes.io/csi: ";
 
@@ -78,7 +78,7 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
 /// kcsi only reads volume data inside its own pods dir: `mount_path` must be absolute, free of
 /// `.`/`..` components, and below `<root>/pods/`.
 fn check_pod_volume_dir(host: &Host, dir: &Path) -> Result<()> {
-    let pods = host.layout.root().join("pods");
+    let pods = host.layout.pods_dir();
     let plain = dir
         .components()
         .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));

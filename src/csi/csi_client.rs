@@ -16,10 +16,10 @@ use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
+use crate::csi::proto::csi;
+use crate::csi::proto::csi::node_client::NodeClient;
 use crate::error::{Error, ErrorKind, Result};
 use crate::goquote::quote;
-use crate::proto::csi;
-use crate::proto::csi::node_client::NodeClient;
 
 /// Linux `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;

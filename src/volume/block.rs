@@ -22,54 +22,19 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
-use crate::capability::{volume_capability, FS_TYPE_BLOCK};
-use crate::csi_client::NodeCapabilities;
+use crate::csi::csi_client::NodeCapabilities;
+use crate::csi::proto::csi;
+use crate::disk::paths::{attachment_name, BlockPaths};
+use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
-use crate::operation::{classify_rpc, pod_info_attributes, Operation};
-use crate::paths::attachment_name;
-use crate::proto::csi;
 use crate::spec::{LifecycleMode, VolumeSpec};
-use crate::volume_data::{self, keys, VolumeData};
+use crate::volume::capability::{volume_capability, FS_TYPE_BLOCK};
+use crate::volume::operation::{classify_rpc, pod_info_attributes, Operation};
 
 const PREFIX: &str = "kubernetes.io/csi: ";
 
-/// Where one block volume's files live for one pod.
-#[derive(Clone, Debug)]
-pub struct BlockPaths {
-    pub global_map_path: PathBuf,
-    pub volume_dir: PathBuf,
-    pub data_dir: PathBuf,
-    pub staging_path: PathBuf,
-    pub publish_dir: PathBuf,
-    /// `None` for an unmapper without a pod (the kubelet's UnmountDevice passes no pod UID).
-    pub publish_path: Option<PathBuf>,
-    pub pod_device_map_path: Option<PathBuf>,
-}
-
 impl BlockPaths {
-    fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<BlockPaths> {
-        let l = &host.layout;
-        let with_pod = !pod_uid.is_empty();
-        Ok(BlockPaths {
-            global_map_path: l.block_global_map_path(spec_name)?,
-            volume_dir: l.block_volume_dir(spec_name)?,
-            data_dir: l.block_data_dir(spec_name)?,
-            staging_path: l.block_staging_path(spec_name)?,
-            publish_dir: l.block_publish_dir(spec_name)?,
-            publish_path: if with_pod {
-                Some(l.block_publish_path(spec_name, pod_uid)?)
-            } else {
-                None
-            },
-            pod_device_map_path: if with_pod {
-                Some(l.pod_device_map_dir(pod_uid)?)
-            } else {
-                None
-            },
-        })
-    }
-
     fn publish_path(&self) -> Result<&Path> {
         self.publish_path
             .as_deref()
@@ -107,7 +72,7 @@ impl BlockMapper {
             )));
         }
         let spec_name = spec.name().to_string();
-        let paths = BlockPaths::new(host, &spec_name, &pod_uid)?;
+        let paths = host.layout.block_paths(&spec_name, &pod_uid)?;
 
         volume_data::make_dirs(&paths.data_dir)?;
         let node = &host.config.node_name;
@@ -159,7 +124,7 @@ impl BlockMapper {
             "podDeviceMapPath": p.pod_device_map_path,
             "podDeviceMapName": self.spec_name,
             "volumeDataDir": p.data_dir,
-            "metricsPath": p.global_map_path.join(&self.pod_uid),
+            "metricsPath": p.metrics_path,
         })
     }
 
@@ -310,7 +275,7 @@ pub struct BlockUnmapper {
 impl BlockUnmapper {
     /// `pod_uid` may be empty: the kubelet tears a device down without a pod.
     pub fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<BlockUnmapper> {
-        let paths = BlockPaths::new(host, spec_name, pod_uid)?;
+        let paths = host.layout.block_paths(spec_name, pod_uid)?;
         let data = volume_data::load(&paths.data_dir).map_err(|e| {
             e.context(format!(
                 "{PREFIX}unmapper failed to load volume data file [{}]",

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::driver_facts::FsGroupPolicy;
 use crate::error::{Error, Result};
 use crate::spec::VolumeSpec;
+use crate::volume::driver_facts::FsGroupPolicy;
 
 /// `rwMask`, `execMask` and the setgid bit of upstream's ownership code.
 const RW_MASK: u32 = 0o660;

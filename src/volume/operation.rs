@@ -10,11 +10,11 @@ use k8s_openapi::api::core::v1::{Pod, SecretReference};
 use tokio::time::Instant;
 
 use crate::config::MAX_TIMEOUT;
-use crate::csi_client::{may_be_in_progress, CsiClient, NodeCapabilities};
-use crate::driver_store::Driver;
+use crate::csi::csi_client::{may_be_in_progress, CsiClient, NodeCapabilities};
+use crate::csi::driver_store::Driver;
+use crate::disk::paths::attachment_name;
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::paths::attachment_name;
 use crate::spec::LifecycleMode;
 
 pub struct Operation<'h> {

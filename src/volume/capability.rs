@@ -1,10 +1,10 @@
 //! Building the CSI `VolumeCapability` the kubelet sends (upstream §2.4): block or mount access,
 //! and the Kubernetes access mode mapped by whether the driver has SINGLE_NODE_MULTI_WRITER.
 
-use crate::csi_client::NodeCapabilities;
-use crate::proto::csi::volume_capability::access_mode::Mode;
-use crate::proto::csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
-use crate::proto::csi::VolumeCapability;
+use crate::csi::csi_client::NodeCapabilities;
+use crate::csi::proto::csi::volume_capability::access_mode::Mode;
+use crate::csi::proto::csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
+use crate::csi::proto::csi::VolumeCapability;
 
 /// The fsType sentinel meaning "block access".
 pub const FS_TYPE_BLOCK: &str = "block";

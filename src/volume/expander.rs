@@ -4,13 +4,13 @@
 use serde::Deserialize;
 use tonic::Code;
 
-use crate::capability::{volume_capability, FS_TYPE_BLOCK};
+use crate::csi::proto::csi;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
-use crate::operation::{classify_rpc, Operation};
-use crate::proto::csi;
-use crate::quantity;
 use crate::spec::VolumeSpec;
+use crate::volume::capability::{volume_capability, FS_TYPE_BLOCK};
+use crate::volume::operation::{classify_rpc, Operation};
+use crate::volume::quantity;
 
 const PREFIX: &str = "kubernetes.io/csi: ";
 

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
 
-pub struct CsiDriverStore {
+pub struct CsiDriverInformer {
     store: Store<CSIDriver>,
     synced: Arc<Synced>,
 }
@@ -29,13 +29,13 @@ struct Synced {
 /// waits forever; a C caller's thread must not hang while the API server is down.
 const SYNC_WAIT: Duration = Duration::from_secs(5);
 
-impl CsiDriverStore {
+impl CsiDriverInformer {
     /// Starts the watch on `runtime`; the returned task runs until aborted (reconnecting with
     /// backoff while the API server is unreachable).
     pub fn start(
         client: ::kube::Client,
         runtime: &tokio::runtime::Handle,
-    ) -> (CsiDriverStore, JoinHandle<()>) {
+    ) -> (CsiDriverInformer, JoinHandle<()>) {
         let (store, writer) = reflector::store();
         let synced = Arc::new(Synced::default());
         let flag = synced.clone();
@@ -63,7 +63,7 @@ impl CsiDriverStore {
                 }
             }
         });
-        (CsiDriverStore { store, synced }, task)
+        (CsiDriverInformer { store, synced }, task)
     }
 
     pub fn is_synced(&self) -> bool {

@@ -15,19 +15,19 @@ use k8s_openapi::api::core::v1::{Pod, SecretReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
 
-use crate::capability::volume_capability;
-use crate::driver_facts::{DriverFacts, DEFAULT_TOKEN_EXPIRATION_SECONDS};
+use crate::csi::proto::csi::NodePublishVolumeRequest;
+use crate::csi::proto::TOKENS_KEY;
+use crate::disk::paths::{attachment_name, ephemeral_volume_handle};
+use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
-use crate::fs_group::{self, ChangePolicy};
 use crate::goquote::quote;
 use crate::host::Host;
-use crate::metrics::{self, VolumeMetrics};
-use crate::operation::{classify_rpc, pod_info_attributes, Operation};
-use crate::paths::{attachment_name, ephemeral_volume_handle};
-use crate::proto::csi::NodePublishVolumeRequest;
-use crate::proto::TOKENS_KEY;
 use crate::spec::{LifecycleMode, Source, VolumeSpec};
-use crate::volume_data::{self, keys, VolumeData};
+use crate::volume::capability::volume_capability;
+use crate::volume::driver_facts::{DriverFacts, DEFAULT_TOKEN_EXPIRATION_SECONDS};
+use crate::volume::fs_group::{self, ChangePolicy};
+use crate::volume::metrics::{self, VolumeMetrics};
+use crate::volume::operation::{classify_rpc, pod_info_attributes, Operation};
 
 /// Upstream's `log()` prefix for plugin errors.
 const PREFIX: &str = "kubernetes.io/csi: ";

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::csi_client::{CsiClient, NodeInfo};
-use crate::version::Version;
+use crate::csi::csi_client::{CsiClient, NodeInfo};
+use crate::csi::version::Version;
 
 #[derive(Clone)]
 pub struct Driver {
