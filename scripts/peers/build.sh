@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Usage: scripts/peers/build.sh [hostpath] [registrar] [etcd] [apiserver] [mockdriver] [standin]
-#        (default: etcd apiserver mockdriver standin; see versions.sh)
+# Usage: scripts/peers/build.sh [hostpath] [registrar] [sanity] [etcd] [apiserver] [mockdriver] [standin]
+#        (default: all of them; see versions.sh)
 #
-# Builds kcsi's real test peers from the Go module proxy into
+# Builds kcsi's real test peers from the Go module proxy (a kubernetes-csi peer the proxy
+# refuses comes from its source archive in $KCSI_PEER_ARCHIVES instead, vendor tree included,
+# with the version stamped as its Makefile does) into
 #   ${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}/<name>-<version>-<goversion>/<binary>
 # (outside git). Cached binaries are reused; only missing ones are built, one at a time
 # (kube-apiserver alone needs several minutes and a few GB of RAM on 2 cores).
@@ -45,6 +47,23 @@ upstream_replaces() {
     # Other local-path replaces (etcd's ../api, ./FORBIDDEN_DEPENDENCY) only matter inside
     # upstream's own repo: the published module versions are what we want.
   done
+}
+
+# build_from_archive NAME OUT LOG: the offline build of a kubernetes-csi peer from its archive.
+build_from_archive() {
+  local name=$1 out=$2 log=$3 archive pkg stamp work
+  archive=$(kcsi_peer_var "$name" ARCHIVE); pkg=$(kcsi_peer_var "$name" ARCHIVE_PKG)
+  stamp=$(kcsi_peer_var "$name" STAMP)
+  [ -f "$KCSI_PEER_ARCHIVES/$archive.tar.gz" ] || {
+    echo "no archive $KCSI_PEER_ARCHIVES/$archive.tar.gz (set KCSI_PEER_ARCHIVES)" >>"$log"; return 1; }
+  work=$(mktemp -d "$KCSI_PEERS_CACHE/.archive-$name-XXXXXX")
+  # Chained with && : this runs where errexit is off (build_from_archive ... && ...).
+  tar -xzf "$KCSI_PEER_ARCHIVES/$archive.tar.gz" -C "$work" >>"$log" 2>&1 &&
+    (cd "$work/$archive" && GOFLAGS=-mod=vendor CGO_ENABLED=0 \
+      "$GO" build -trimpath -ldflags "$stamp" -o "$out" "$pkg") >>"$log" 2>&1
+  local rc=$?
+  rm -rf "$work"
+  return $rc
 }
 
 build_one() {
@@ -91,13 +110,16 @@ build_one() {
       # Without these stamps kube-apiserver reports v0.0.0-master (and clients may reject it).
       apiserver) minor=${version#v1.}; minor=${minor%%.*}
                  ldflags="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" ;;
-      hostpath|registrar) ldflags="-X main.version=$version" ;;
-      *) ldflags= ;;
+      *) ldflags=$(kcsi_peer_var "$name" STAMP) ;;
     esac
     GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" "$GO" build -trimpath -ldflags "$ldflags" -o "$work/$bin" "$pkg"
   ) >"$log" 2>&1
   local rc=$?
   set -e
+  if [ $rc -ne 0 ] && [ -n "$(kcsi_peer_var "$name" ARCHIVE)" ]; then
+    echo "$name: the module proxy did not give $module@$version; building from its source archive" | tee -a "$log"
+    build_from_archive "$name" "$work/$bin" "$log" && rc=0
+  fi
   [ $rc -eq 0 ] || {
     echo "FAILED: $name after $(( $(date +%s) - start ))s; last lines of $log:" >&2
     tail -n 15 "$log" >&2

@@ -9,11 +9,13 @@ KCSI_GO=${KCSI_GO:-$(command -v go || echo /usr/local/go/bin/go)}
 KCSI_GO_VERSION=$("$KCSI_GO" env GOVERSION)
 KCSI_PEERS_CACHE=${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}
 
-KCSI_PEERS=(hostpath registrar etcd apiserver mockdriver standin)
-# What tests use and build by default. hostpath and registrar are pinned for when the module
-# proxy serves them; the one reachable here answers 403 for github.com/kubernetes-csi/*, so
-# standin (our stand-in with real mounts) and mockdriver (Kubernetes' e2e mock) replace them.
-KCSI_DEFAULT_PEERS=(etcd apiserver mockdriver standin)
+KCSI_PEERS=(hostpath registrar sanity etcd apiserver mockdriver standin)
+# What tests use and build by default. The kubernetes-csi peers (hostpath, registrar, sanity)
+# come from the Go module proxy where it serves them, else from the source archives (with
+# their vendor trees) in $KCSI_PEER_ARCHIVES; see build.sh.
+KCSI_DEFAULT_PEERS=(hostpath registrar sanity etcd apiserver mockdriver standin)
+# Source archives of the kubernetes-csi peers at their tags, used when the proxy refuses them.
+KCSI_PEER_ARCHIVES=${KCSI_PEER_ARCHIVES:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/../shared/peers}
 KCSI_PEERS_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # Per peer: MODULE@VERSION is fetched from the proxy, PKG is built into BIN; STAGING, if set,
@@ -26,6 +28,9 @@ HOSTPATH_VERSION=v1.18.0
 HOSTPATH_PKG=$HOSTPATH_MODULE/cmd/hostpathplugin
 HOSTPATH_BIN=hostpathplugin
 HOSTPATH_STAGING=v0.36.1   # its k8s.io/kubernetes v1.36.1 needs staging replaces at v0.36.1
+HOSTPATH_STAMP="-X main.version=v1.18.0"   # without it GetPluginInfo fails ("Driver is missing version")
+HOSTPATH_ARCHIVE=csi-driver-host-path-v1.18.0
+HOSTPATH_ARCHIVE_PKG=./cmd/hostpathplugin
 
 # node-driver-registrar: no /v2 in its module path, so v2.x tags are not Go versions: pin a commit.
 REGISTRAR_MODULE=github.com/kubernetes-csi/node-driver-registrar
@@ -33,6 +38,19 @@ REGISTRAR_VERSION=c5794c45f34c   # = v2.17.0
 REGISTRAR_PKG=$REGISTRAR_MODULE/cmd/csi-node-driver-registrar
 REGISTRAR_BIN=csi-node-driver-registrar
 REGISTRAR_STAGING=v0.36.1
+REGISTRAR_STAMP="-X main.version=v2.17.0"
+REGISTRAR_ARCHIVE=node-driver-registrar-v2.17.0
+REGISTRAR_ARCHIVE_PKG=./cmd/csi-node-driver-registrar
+
+# csi-sanity (csi-test v5): the CSI spec conformance suite, run against the real hostpath driver.
+SANITY_MODULE=github.com/kubernetes-csi/csi-test/v5
+SANITY_VERSION=v5.4.0
+SANITY_PKG=$SANITY_MODULE/cmd/csi-sanity
+SANITY_BIN=csi-sanity
+SANITY_STAGING=
+SANITY_STAMP="-X main.VERSION=v5.4.0"
+SANITY_ARCHIVE=csi-test-v5.4.0
+SANITY_ARCHIVE_PKG=./cmd/csi-sanity
 
 # etcd 3.6 (Debian's 3.4 is too old for kube-apiserver 1.36). Main package is the server module.
 ETCD_MODULE=go.etcd.io/etcd/server/v3
@@ -72,6 +90,7 @@ kcsi_peer_key() {
   case "$1" in
     hostpath|hostpathplugin) echo hostpath ;;
     registrar|csi-node-driver-registrar|node-driver-registrar) echo registrar ;;
+    sanity|csi-sanity) echo sanity ;;
     etcd) echo etcd ;;
     apiserver|kube-apiserver) echo apiserver ;;
     mockdriver|csi-mock-driver) echo mockdriver ;;
@@ -108,8 +127,8 @@ kcsi_peer_bin() {
     "$KCSI_GO_VERSION" "$(kcsi_peer_var "$key" BIN)"
 }
 
-# hostpath-standin: our stand-in for csi-driver-host-path (standin-hostpath/*.go, package
-# comment says why and how it differs), built while the proxy refuses the real driver. MODULE is
+# hostpath-standin: a fault-injecting stand-in for csi-driver-host-path (standin-hostpath/*.go,
+# package comment says how it differs), used only by tests that inject a fault. MODULE is
 # the CSI spec it is built against; REQUIRE pins every other module it imports (go get with
 # MODULE@VERSION; part of the cache key). csi-lib-utils v0.24.0 (not v0.25.0) keeps spec at v1.12.0.
 STANDIN_MODULE=github.com/container-storage-interface/spec
