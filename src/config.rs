@@ -131,7 +131,7 @@ mod tests {
     fn config_rejects_unknown_key_naming_it() {
         let err =
             HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","bogus":1}"#).unwrap_err();
-        assert!(err.message.contains("bogus"), "{}", err.message);
+        assert!(err.message().contains("bogus"), "{}", err.message());
     }
 
     #[test]
@@ -148,6 +148,6 @@ mod tests {
             r#"{"nodeName":"n","rootDir":"/r","featureGates":{"Nope":true}}"#,
         )
         .unwrap_err();
-        assert!(err.message.contains("Nope"));
+        assert!(err.message().contains("Nope"));
     }
 }

@@ -32,13 +32,14 @@ pub enum ErrorClass {
     Transient,
 }
 
+/// Built once, then only refined through the builder methods below; read through accessors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
-    pub kind: ErrorKind,
-    pub class: ErrorClass,
+    kind: ErrorKind,
+    class: ErrorClass,
     /// The gRPC status code, only when a CSI driver returned one.
-    pub grpc_code: Option<i32>,
-    pub message: String,
+    grpc_code: Option<i32>,
+    message: String,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -69,6 +70,38 @@ impl Error {
         Self::new(ErrorKind::Internal, message)
     }
 
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    pub fn grpc_code(&self) -> Option<i32> {
+        self.grpc_code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Replaces the message, keeping kind, class and code.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
+    pub fn with_grpc_code(mut self, code: i32) -> Self {
+        self.grpc_code = Some(code);
+        self
+    }
+
     pub fn with_class(mut self, class: ErrorClass) -> Self {
         self.class = class;
         self
@@ -93,6 +126,13 @@ impl Error {
     /// Prefixes the message with what the caller was doing, keeping kind, class and code.
     pub fn context(mut self, what: impl fmt::Display) -> Self {
         self.message = format!("{what}: {}", self.message);
+        self
+    }
+
+    /// Prepends `text` to the message as is (upstream's `errors.New(log("..." + err.Error()))`
+    /// shapes, which join without a colon).
+    pub fn prefix(mut self, text: impl fmt::Display) -> Self {
+        self.message = format!("{text}{}", self.message);
         self
     }
 }

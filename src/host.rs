@@ -32,7 +32,8 @@ impl Host {
             Some(kubeconfig) => Some(Kube::start(&config, kubeconfig)?),
             None => {
                 tracing::warn!(
-                    "kubernetes.io/csi: kubeclient not set, assuming standalone kubelet"
+                    "{}",
+                    csi_log!("kubeclient not set, assuming standalone kubelet")
                 );
                 None
             }

@@ -13,6 +13,14 @@
 //! - The shared vocabulary at the top: [`error`], [`config`], [`host`], [`runtime`],
 //!   [`logging`], [`spec`].
 
+/// Upstream's message form for the CSI plugin, `kubernetes.io/csi: <msg>`
+/// (`pkg/volume/csi/csi_util.go log`): `csi_log!("mounter.SetUpAt failed [{}]", dir)`.
+macro_rules! csi_log {
+    ($($arg:tt)*) => {
+        format!("kubernetes.io/csi: {}", format_args!($($arg)*))
+    };
+}
+
 pub mod config;
 pub mod csi;
 pub mod disk;

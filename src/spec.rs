@@ -250,16 +250,16 @@ mod tests {
         assert_eq!(pv.name(), "pv1");
         let inline = spec(r#"{"volume":{"name":"v","csi":{"driver":"d"}}}"#);
         assert_eq!(
-            inline.persistent_source().unwrap_err().message,
+            inline.persistent_source().unwrap_err().message(),
             "unexpected api.CSIVolumeSource found in volume.Spec"
         );
         assert_eq!(
-            spec("{}").source().unwrap_err().message,
+            spec("{}").source().unwrap_err().message(),
             "volume source not found in volume.Spec"
         );
         let both =
             spec(r#"{"volume":{"name":"v","csi":{"driver":"d"}},"persistentVolume":{"spec":{}}}"#);
-        assert!(both.source().unwrap_err().message.contains("both"));
+        assert!(both.source().unwrap_err().message().contains("both"));
         assert!(serde_json::from_str::<VolumeSpec>(r#"{"volumes":{}}"#).is_err());
     }
 }

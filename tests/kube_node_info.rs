@@ -178,7 +178,7 @@ fn install_refuses_a_conflicting_topology_value_with_upstreams_message() {
     let err = install(&name, 0, Some(map(&[(ZONE, "other-zone")]))).unwrap_err();
 
     assert_eq!(
-        err.message,
+        err.message(),
         "error updating Node object with CSI driver node info: error updating node: timed out waiting for the condition; \
          caused by: detected topology value collision: driver reported \"com.example.csi/zone\":\"other-zone\" but existing label is \"com.example.csi/zone\":\"zoneA\""
     );
@@ -276,7 +276,7 @@ fn install_refuses_an_empty_node_id_without_api_calls() {
     create_node(&c, &name, &[], &[], &[]);
     let err = run(manager(&name).install(DRIVER, "", 0, None)).unwrap_err();
     assert_eq!(
-        err.message,
+        err.message(),
         "error adding CSI driver node info: driverNodeID must not be empty"
     );
     assert!(annotation(&get_node(&c, &name), ANNOTATION_NODE_ID).is_none());
@@ -447,8 +447,8 @@ fn install_replaces_a_csinode_owned_by_a_previous_node_of_the_same_name() {
 fn install_fails_with_not_found_when_the_node_does_not_exist() {
     let name = unique("ni-nonode");
     let err = install(&name, 0, None).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::NotFound, "{}", err.message);
-    assert!(err.message.starts_with("error updating Node object with CSI driver node info: error updating node: timed out waiting for the condition; caused by: get Node"), "{}", err.message);
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{}", err.message());
+    assert!(err.message().starts_with("error updating Node object with CSI driver node info: error updating node: timed out waiting for the condition; caused by: get Node"), "{}", err.message());
 }
 
 #[test]
@@ -575,8 +575,8 @@ fn install_rejects_an_unparsable_node_id_annotation() {
     create_node(&c, &name, &[], &[(ANNOTATION_NODE_ID, "not json")], &[]);
     let err = install(&name, 0, None).unwrap_err();
     assert!(
-        err.message.contains("failed to parse node's \"csi.volume.kubernetes.io/nodeid\" annotation value (\"not json\") err="),
+        err.message().contains("failed to parse node's \"csi.volume.kubernetes.io/nodeid\" annotation value (\"not json\") err="),
         "{}",
-        err.message
+        err.message()
     );
 }

@@ -72,10 +72,10 @@ fn api_server_down_at_host_start_reports_not_initialized_until_it_is_up() {
     assert_eq!(status["csiDriversSynced"], json!(false));
     let err = host.driver_facts("any.csi.example.com").unwrap_err();
     assert_eq!(
-        (err.kind, err.class),
+        (err.kind(), err.class()),
         (ErrorKind::Unavailable, ErrorClass::Transient),
         "{}",
-        err.message
+        err.message()
     );
 
     api.start_apiserver();
@@ -137,13 +137,13 @@ fn api_server_stopped_during_registration_leaves_the_driver_unregistered() {
     ))
     .unwrap_err();
 
-    assert_eq!(err.kind, ErrorKind::Unavailable, "{}", err.message);
-    assert_eq!(err.class, ErrorClass::Transient);
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.message());
+    assert_eq!(err.class(), ErrorClass::Transient);
     assert!(
-        err.message.starts_with("error updating Node object with CSI driver node info: error updating node: timed out waiting for the condition; caused by:")
-            && err.message.contains(&format!("get Node {node}: API server unreachable")),
+        err.message().starts_with("error updating Node object with CSI driver node info: error updating node: timed out waiting for the condition; caused by:")
+            && err.message().contains(&format!("get Node {node}: API server unreachable")),
         "{}",
-        err.message
+        err.message()
     );
     assert_eq!(host.drivers_json(), json!([]), "kcsi_list_drivers is empty");
     assert!(

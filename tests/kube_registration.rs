@@ -161,11 +161,11 @@ fn reregister_after_a_topology_change_fails_with_the_collision_and_stays_unregis
     let err = register(&host, &driver).unwrap_err();
 
     assert!(
-        err.message.contains(&format!(
+        err.message().contains(&format!(
             "detected topology value collision: driver reported \"{TOPOLOGY_KEY}\":\"{TOPOLOGY_VALUE}\" but existing label is \"{TOPOLOGY_KEY}\":\"elsewhere\""
         )),
         "{}",
-        err.message
+        err.message()
     );
     assert!(listed(&host).is_empty());
     assert!(host.drivers.get(&driver.name).is_none());
@@ -472,11 +472,11 @@ fn volume_attachment_and_secret_reads_name_the_object_and_never_the_secret() {
     let (_root, host) = host(&node);
 
     let err = run(host.volume_attachment("csi-missing")).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::NotFound);
+    assert_eq!(err.kind(), ErrorKind::NotFound);
     assert!(
-        err.message.contains("VolumeAttachment csi-missing"),
+        err.message().contains("VolumeAttachment csi-missing"),
         "{}",
-        err.message
+        err.message()
     );
 
     let va: VolumeAttachment = serde_json::from_value(json!({
@@ -511,18 +511,19 @@ fn volume_attachment_and_secret_reads_name_the_object_and_never_the_secret() {
     run(secrets.create(&PostParams::default(), &bad)).unwrap();
     let err = run(host.secret_data("default", &format!("{node}-bin"))).unwrap_err();
     assert!(
-        err.message.contains(&format!("Secret default/{node}-bin"))
-            && err.message.contains("\"blob\""),
+        err.message()
+            .contains(&format!("Secret default/{node}-bin"))
+            && err.message().contains("\"blob\""),
         "{}",
-        err.message
+        err.message()
     );
 
     let err = run(host.secret_data("default", "no-such-secret")).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::NotFound);
+    assert_eq!(err.kind(), ErrorKind::NotFound);
     assert!(
-        err.message.contains("Secret default/no-such-secret"),
+        err.message().contains("Secret default/no-such-secret"),
         "{}",
-        err.message
+        err.message()
     );
 }
 
@@ -588,15 +589,15 @@ fn service_account_token_is_bound_to_the_pod_with_the_requested_audience() {
     stranger.metadata.uid = Some("00000000-0000-0000-0000-00000000dead".into());
     let err = run(host.service_account_token(&stranger, vec!["a".into()], 3600)).unwrap_err();
     assert!(
-        !err.message.contains("eyJ"),
+        !err.message().contains("eyJ"),
         "no token material in errors: {}",
-        err.message
+        err.message()
     );
     assert!(
-        err.message
+        err.message()
             .contains(&format!("service account default/{node}")),
         "{}",
-        err.message
+        err.message()
     );
 }
 
@@ -613,7 +614,7 @@ fn standalone_host_still_refuses_api_reads_and_registers_without_api_writes() {
     )
     .unwrap();
     let err = run(host.volume_attachment("csi-x")).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::NotSupported);
+    assert_eq!(err.kind(), ErrorKind::NotSupported);
     let driver = DriverProcess::mock("standalone.csi.example.com", &["--enable-topology"]);
     register(&host, &driver).unwrap();
     assert_eq!(host.status()["csiNodeInitialized"], json!(false));
@@ -664,10 +665,10 @@ fn unreadable_kubeconfig_fails_host_creation_naming_the_file() {
     let err = Host::new(HostConfig::from_json(&config).unwrap())
         .err()
         .expect("host creation fails");
-    assert_eq!(err.kind, ErrorKind::InvalidArgument);
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(
-        err.message.contains("/nonexistent/kubeconfig"),
+        err.message().contains("/nonexistent/kubeconfig"),
         "{}",
-        err.message
+        err.message()
     );
 }

@@ -72,7 +72,7 @@ fn register_lists_node_info_and_deregister_removes_it() {
     let again = runtime::block_on(registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap_err();
-    assert_eq!(again.kind, ErrorKind::NotFound);
+    assert_eq!(again.kind(), ErrorKind::NotFound);
 }
 
 #[test]
@@ -115,8 +115,8 @@ fn validate_follows_upstream_version_table() {
     ];
     for versions in bad {
         let err = registration::validate(&host, "d", "/tmp/x.sock", &v(versions)).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::UnsupportedVersion, "{versions:?}");
-        assert!(err.message.starts_with("validation failed for CSI Driver d at endpoint /tmp/x.sock: kubernetes.io/csi: ValidatePlugin for CSI driver \"d\" failed."), "{}", err.message);
+        assert_eq!(err.kind(), ErrorKind::UnsupportedVersion, "{versions:?}");
+        assert!(err.message().starts_with("validation failed for CSI Driver d at endpoint /tmp/x.sock: kubernetes.io/csi: ValidatePlugin for CSI driver \"d\" failed."), "{}", err.message());
     }
     assert!(listed_names(&host).is_empty());
 }
@@ -126,9 +126,9 @@ fn register_rejects_0x_only_driver_with_upstream_message() {
     let driver = DriverProcess::hostpath("node-a", &[]);
     let (_root, host) = host("node-a");
     let err = register(&host, DRIVER, &driver.endpoint(), &["0.3.0"]).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::UnsupportedVersion);
+    assert_eq!(err.kind(), ErrorKind::UnsupportedVersion);
     assert_eq!(
-        err.message,
+        err.message(),
         "kubernetes.io/csi: RegisterPlugin for CSI driver \"hostpath.csi.k8s.io\" failed. None of the versions specified [\"0.3.0\"] are supported. err=highest supported version reported by driver is 0.3.0, must be v1.x"
     );
 }
@@ -139,16 +139,16 @@ fn register_rejects_same_version_and_accepts_higher_version() {
     let (_root, host) = host("node-a");
     register(&host, DRIVER, &driver.endpoint(), &["v1.0.0"]).unwrap();
     let err = register(&host, DRIVER, &driver.endpoint(), &["v1.0.0"]).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::AlreadyExists);
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists);
     assert!(
-        err.message
+        err.message()
             .ends_with("already registered with a higher supported version: \"1.0.0\""),
         "{}",
-        err.message
+        err.message()
     );
     let lower = registration::validate(&host, DRIVER, &driver.endpoint(), &v(&["0.9.0", "1.0"]))
         .unwrap_err();
-    assert_eq!(lower.kind, ErrorKind::AlreadyExists);
+    assert_eq!(lower.kind(), ErrorKind::AlreadyExists);
     register(&host, DRIVER, &driver.endpoint(), &["v1.0.1"]).unwrap();
     assert_eq!(host.drivers_json()[0]["highestSupportedVersion"], "1.0.1");
     // A different name with the same version is fine.
@@ -166,9 +166,9 @@ fn register_with_missing_socket_is_unavailable_and_rolled_back() {
     let (root, host) = host("node-a");
     let missing = root.path().join("nope.sock");
     let err = register(&host, DRIVER, missing.to_str().unwrap(), &["1.0.0"]).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Unavailable, "{}", err.message);
-    assert_eq!(err.class, ErrorClass::Transient);
-    assert!(err.message.contains("nope.sock"), "{}", err.message);
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.message());
+    assert_eq!(err.class(), ErrorClass::Transient);
+    assert!(err.message().contains("nope.sock"), "{}", err.message());
     assert!(host.drivers.get(DRIVER).is_none());
     // Nothing was left behind: the same registration can be tried again.
     registration::validate(&host, DRIVER, missing.to_str().unwrap(), &v(&["1.0.0"])).unwrap();
@@ -192,7 +192,7 @@ fn register_times_out_on_a_socket_that_never_answers() {
     .unwrap()
     .unwrap_err();
     let took = start.elapsed();
-    assert_eq!(err.kind, ErrorKind::Timeout, "{}", err.message);
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{}", err.message());
     assert!(
         took < Duration::from_secs(5),
         "deadline not honoured: {took:?}"
@@ -205,7 +205,7 @@ fn register_rejects_unsafe_driver_names_and_endpoints() {
     let (_root, host) = host("node-a");
     for name in ["", "..", "../x", "/abs", "a//b", "a\nb"] {
         let err = register(&host, name, "/tmp/x.sock", &["1.0.0"]).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::InvalidArgument, "{name:?}");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{name:?}");
     }
     for endpoint in [
         "",
@@ -214,7 +214,7 @@ fn register_rejects_unsafe_driver_names_and_endpoints() {
         &format!("/{}", "x".repeat(200)),
     ] {
         let err = register(&host, "d", endpoint, &["1.0.0"]).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::InvalidArgument, "{endpoint:?}");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{endpoint:?}");
     }
 }
 
@@ -260,7 +260,7 @@ fn concurrent_registrations_of_one_name_admit_exactly_one() {
     assert!(results
         .iter()
         .filter_map(|r| r.as_ref().err())
-        .all(|e| e.kind == ErrorKind::AlreadyExists));
+        .all(|e| e.kind() == ErrorKind::AlreadyExists));
 }
 
 #[test]

@@ -198,9 +198,8 @@ impl CsiClient {
         } else {
             ErrorKind::Driver
         };
-        let mut err = Error::new(kind, format!("{what}: {}", go_status_text(status)));
-        err.grpc_code = Some(status.code() as i32);
-        err
+        Error::new(kind, format!("{what}: {}", go_status_text(status)))
+            .with_grpc_code(status.code() as i32)
     }
 
     pub async fn node_get_info(&self, deadline: Instant) -> Result<NodeInfo> {
@@ -252,6 +251,7 @@ impl CsiClient {
         })
         .await
         .map(drop)
+        .map_err(mark_in_progress)
     }
 
     pub async fn node_unstage(
@@ -287,6 +287,7 @@ impl CsiClient {
         })
         .await
         .map(drop)
+        .map_err(mark_in_progress)
     }
 
     pub async fn node_unpublish(
@@ -348,7 +349,8 @@ impl CsiClient {
                 let req = req.clone();
                 async move { c.node_expand_volume(with_timeout(req, t)).await }
             })
-            .await?;
+            .await
+            .map_err(mark_in_progress)?;
         Ok(resp.capacity_bytes)
     }
 }
@@ -407,12 +409,22 @@ fn parse_capabilities(resp: &csi::NodeGetCapabilitiesResponse) -> NodeCapabiliti
     caps
 }
 
-/// Whether a failed stage/publish/expand may still be in progress in the driver (upstream's
-/// `isFinalError` inverted): anything that is not a driver status, and the codes Canceled,
-/// DeadlineExceeded, Unavailable, ResourceExhausted and Aborted.
-pub fn may_be_in_progress(err: &Error) -> bool {
-    match err.grpc_code {
-        None => matches!(err.kind, ErrorKind::Unavailable | ErrorKind::Timeout),
+/// A failed stage/publish/expand is uncertain when the driver may still be working on it, as
+/// upstream's `csi_client.go` NodeStageVolume / NodePublishVolume / NodeExpandVolume mark it
+/// (`volumetypes.NewUncertainProgressError` unless `isFinalError`); final otherwise.
+fn mark_in_progress(err: Error) -> Error {
+    if may_be_in_progress(&err) {
+        err.uncertain()
+    } else {
+        err
+    }
+}
+
+/// Upstream's `isFinalError` inverted: anything that is not a driver status, and the codes
+/// Canceled, DeadlineExceeded, Unavailable, ResourceExhausted and Aborted.
+fn may_be_in_progress(err: &Error) -> bool {
+    match err.grpc_code() {
+        None => matches!(err.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
         Some(code) => matches!(
             Code::from_i32(code),
             Code::Cancelled

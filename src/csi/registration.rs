@@ -14,23 +14,20 @@ use crate::error::{Error, ErrorClass, ErrorKind, Result};
 use crate::goquote::quote;
 use crate::host::Host;
 
-/// Upstream's `log()` prefix for plugin errors.
-const PREFIX: &str = "kubernetes.io/csi: ";
-
 /// The version half of `validateVersions`: the highest usable version, or upstream's error.
 fn highest_version(caller: &str, name: &str, versions: &[String]) -> Result<Version> {
     highest_supported_version(versions).map_err(|e| match e {
         VersionError::Empty => Error::new(
             ErrorKind::UnsupportedVersion,
-            format!(
-                "{PREFIX}{caller} for CSI driver {} failed. Plugin returned an empty list for supported versions",
+            csi_log!(
+                "{caller} for CSI driver {} failed. Plugin returned an empty list for supported versions",
                 quote(name)
             ),
         ),
         VersionError::Unsupported(why) => Error::new(
             ErrorKind::UnsupportedVersion,
-            format!(
-                "{PREFIX}{caller} for CSI driver {} failed. None of the versions specified {} are supported. err={why}",
+            csi_log!(
+                "{caller} for CSI driver {} failed. None of the versions specified {} are supported. err={why}",
                 quote(name),
                 quote_versions(versions)
             ),
@@ -48,8 +45,8 @@ fn check_existing(
     match existing {
         Some(existing) if existing.version >= *new => Err(Error::new(
             ErrorKind::AlreadyExists,
-            format!(
-                "{PREFIX}{caller} for CSI driver {} failed. Another driver with the same name is already registered with a higher supported version: {}",
+            csi_log!(
+                "{caller} for CSI driver {} failed. Another driver with the same name is already registered with a higher supported version: {}",
                 quote(name),
                 quote(&existing.version.to_string())
             ),
@@ -67,8 +64,10 @@ fn check_inputs(name: &str, endpoint: &str) -> Result<()> {
 /// `ValidatePlugin`: no side effects.
 pub fn validate(host: &Host, name: &str, endpoint: &str, versions: &[String]) -> Result<()> {
     tracing::info!(
-        "{PREFIX}Trying to validate a new CSI Driver with name: {name} endpoint: {endpoint} versions: {}",
-        versions.join(",")
+        "{}",
+        csi_log!(
+        "Trying to validate a new CSI Driver with name: {name} endpoint: {endpoint} versions: {}",
+        versions.join(","))
     );
     check_inputs(name, endpoint)?;
     highest_version("ValidatePlugin", name, versions)
@@ -96,7 +95,10 @@ pub async fn register(
     versions: &[String],
     timeout: Option<Duration>,
 ) -> Result<NodeInfo> {
-    tracing::info!("{PREFIX}Register new plugin with name: {name} at endpoint: {endpoint}");
+    tracing::info!(
+        "{}",
+        csi_log!("Register new plugin with name: {name} at endpoint: {endpoint}")
+    );
     check_inputs(name, endpoint)?;
     let deadline = Instant::now() + timeout.unwrap_or(host.config.timeout).min(MAX_TIMEOUT);
     let version = highest_version("RegisterPlugin", name, versions)?;
@@ -123,21 +125,21 @@ pub async fn register(
         Ok(info) => {
             if host.drivers.complete(name, driver.generation, info.clone()) {
                 tracing::info!(
-                    "{PREFIX}registered CSI driver {name} (node id {:?})",
-                    info.node_id
+                    "{}",
+                    csi_log!("registered CSI driver {name} (node id {:?})", info.node_id)
                 );
                 Ok(info)
             } else {
                 Err(Error::new(
                     ErrorKind::FailedPrecondition,
-                    format!("{PREFIX}CSI driver {} was deregistered or replaced while its registration was in progress", quote(name)),
+                    csi_log!("CSI driver {} was deregistered or replaced while its registration was in progress", quote(name)),
                 ))
             }
         }
         Err(err) => {
             if host.drivers.remove_generation(name, driver.generation) {
                 if let Err(e) = host.uninstall_node_info(name).await {
-                    tracing::error!("{PREFIX}registrationHandler.RegisterPlugin failed to unregister plugin due to previous error: {e}");
+                    tracing::error!("{}", csi_log!("registrationHandler.RegisterPlugin failed to unregister plugin due to previous error: {e}"));
                 }
             }
             Err(classify_registration_failure(err))
@@ -174,7 +176,7 @@ async fn install(host: &Host, driver: &Driver, deadline: Instant) -> Result<Node
 /// A registration that could not reach the driver or the API server changed nothing (it was
 /// rolled back): retrying later may work.
 fn classify_registration_failure(err: Error) -> Error {
-    match err.kind {
+    match err.kind() {
         ErrorKind::Unavailable | ErrorKind::Timeout => err.with_class(ErrorClass::Transient),
         _ => err,
     }
@@ -183,11 +185,17 @@ fn classify_registration_failure(err: Error) -> Error {
 /// `DeRegisterPlugin`. Node info in the API is cleaned up even for a name this host does not
 /// know (it may be left from before a restart); the result says whether the name was known.
 pub async fn deregister(host: &Host, name: &str) -> Result<()> {
-    tracing::info!("{PREFIX}registrationHandler.DeRegisterPlugin request for plugin {name}");
+    tracing::info!(
+        "{}",
+        csi_log!("registrationHandler.DeRegisterPlugin request for plugin {name}")
+    );
     check_driver_name(name)?;
     let removed = host.drivers.remove(name);
     host.uninstall_node_info(name).await.map_err(|e| {
-        tracing::error!("{PREFIX}registrationHandler.DeRegisterPlugin failed: {e}");
+        tracing::error!(
+            "{}",
+            csi_log!("registrationHandler.DeRegisterPlugin failed: {e}")
+        );
         e
     })?;
     match removed {

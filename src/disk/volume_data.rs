@@ -80,14 +80,15 @@ pub fn save(dir: &Path, data: &VolumeData) -> Result<()> {
 pub fn load(dir: &Path) -> Result<VolumeData> {
     let path = dir.join(FILE_NAME);
     let text = fs::read_to_string(&path).map_err(|e| {
-        let mut err = Error::io(
+        let err = Error::io(
             format!("failed to open volume data file [{}]", path.display()),
             &e,
         );
         if e.kind() == IoKind::NotFound {
-            err.kind = ErrorKind::NotFound;
+            err.with_kind(ErrorKind::NotFound)
+        } else {
+            err
         }
-        err
     })?;
     serde_json::from_str(&text).map_err(|e| {
         let detail = if text.trim().is_empty() {
@@ -169,8 +170,8 @@ pub fn is_mount_point(path: &Path) -> Result<bool> {
 pub fn remove_mount_dir(mount_path: &Path) -> Result<()> {
     if is_mount_point(mount_path)? {
         tracing::warn!(
-            "kubernetes.io/csi: {} is still mounted, not removing it",
-            mount_path.display()
+            "{}",
+            csi_log!("{} is still mounted, not removing it", mount_path.display())
         );
         return Ok(());
     }
@@ -250,12 +251,12 @@ mod tests {
     #[test]
     fn load_reports_missing_and_corrupt_files() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(load(dir.path()).unwrap_err().kind, ErrorKind::NotFound);
+        assert_eq!(load(dir.path()).unwrap_err().kind(), ErrorKind::NotFound);
         fs::write(dir.path().join(FILE_NAME), "").unwrap();
         let err = load(dir.path()).unwrap_err();
         assert!(
-            err.message.contains("failed to parse volume data file")
-                && err.message.ends_with("EOF")
+            err.message().contains("failed to parse volume data file")
+                && err.message().ends_with("EOF")
         );
     }
 

@@ -190,7 +190,10 @@ pub extern "C" fn kcsi_block_unmapper_tear_down_device(
         let (host, unmapper) = unmapper_arg(u)?;
         let map_path = opt_str_arg(global_map_path, "global_map_path")?.unwrap_or("");
         let device = opt_str_arg(device_path, "device_path")?.unwrap_or("");
-        tracing::debug!("kubernetes.io/csi: blockMapper.TearDownDevice [mapPath={map_path}, devicePath={device}]");
+        tracing::debug!(
+            "{}",
+            csi_log!("blockMapper.TearDownDevice [mapPath={map_path}, devicePath={device}]")
+        );
         runtime::block_on(unmapper.tear_down_device(&host))?
     })
 }

@@ -30,7 +30,7 @@ pub(crate) fn guard(
         Ok(Err(e)) => e,
         Err(payload) => Error::internal(format!("{what} panicked: {}", panic_message(&*payload))),
     };
-    let code = result_code(err.kind);
+    let code = result_code(err.kind());
     if !err_out.is_null() {
         // The caller's slot; written only on failure, as the contract says.
         unsafe { *err_out = Box::into_raw(Box::new(kcsi_error::from_error(&err))) };

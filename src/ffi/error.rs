@@ -39,14 +39,14 @@ pub(crate) fn c_string(s: &str) -> CString {
 impl kcsi_error {
     pub(crate) fn from_error(e: &Error) -> kcsi_error {
         kcsi_error {
-            result: result_code(e.kind),
-            class: match e.class {
+            result: result_code(e.kind()),
+            class: match e.class() {
                 ErrorClass::Final => KCSI_CLASS_FINAL,
                 ErrorClass::Uncertain => KCSI_CLASS_UNCERTAIN,
                 ErrorClass::Transient => KCSI_CLASS_TRANSIENT,
             },
-            grpc_code: e.grpc_code.unwrap_or(-1),
-            message: c_string(&e.message),
+            grpc_code: e.grpc_code().unwrap_or(-1),
+            message: c_string(e.message()),
         }
     }
 }

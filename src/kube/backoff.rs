@@ -97,8 +97,8 @@ impl Backoff {
 pub fn aggregate(errors: &[ApiError]) -> String {
     let mut seen: Vec<&str> = Vec::new();
     for e in errors {
-        if !seen.contains(&e.error.message.as_str()) {
-            seen.push(&e.error.message);
+        if !seen.contains(&e.error.message()) {
+            seen.push(e.error.message());
         }
     }
     match seen.as_slice() {
@@ -113,10 +113,7 @@ pub fn aggregate(errors: &[ApiError]) -> String {
 pub fn exhausted(what: &str, errors: Vec<ApiError>) -> Error {
     let message = format!("{what}: {WAIT_TIMEOUT}; caused by: {}", aggregate(&errors));
     match errors.into_iter().last() {
-        Some(last) => Error {
-            message,
-            ..last.error
-        },
+        Some(last) => last.error.with_message(message),
         None => Error::internal(message),
     }
 }

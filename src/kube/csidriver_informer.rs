@@ -53,12 +53,12 @@ impl CsiDriverInformer {
                         if !*done {
                             *done = true;
                             flag.changed.notify_all();
-                            tracing::debug!("kubernetes.io/csi: CSIDriver informer synced");
+                            tracing::debug!("{}", csi_log!("CSIDriver informer synced"));
                         }
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::debug!("kubernetes.io/csi: CSIDriver watch failed, retrying: {e}")
+                        tracing::debug!("{}", csi_log!("CSIDriver watch failed, retrying: {e}"))
                     }
                 }
             }

@@ -41,20 +41,20 @@ impl Startup {
 /// Runs until the CSINode is initialised; the host aborts it when freed.
 pub async fn run(nim: Arc<NodeInfoManager>, startup: Arc<Startup>) {
     while let Err(e) = nim.api_server_reachable().await {
-        tracing::debug!("kubernetes.io/csi: waiting for the API server: {e}");
+        tracing::debug!("{}", csi_log!("waiting for the API server: {e}"));
         tokio::time::sleep(PROBE_PERIOD).await;
     }
     let mut failures = 0;
     loop {
         match nim.initialize_csinode().await {
             Ok(()) => {
-                tracing::info!("kubernetes.io/csi: CSINode initialized");
+                tracing::info!("{}", csi_log!("CSINode initialized"));
                 startup.set(true, None);
                 return;
             }
             Err(e) => {
                 let message = format!("failed to initialize CSINode: {e}");
-                tracing::warn!("kubernetes.io/csi: {message}");
+                tracing::warn!("{}", csi_log!("{message}"));
                 startup.set(false, Some(message));
             }
         }
@@ -62,7 +62,7 @@ pub async fn run(nim: Arc<NodeInfoManager>, startup: Arc<Startup>) {
             backoff::INIT.pause(failures)
         } else {
             if failures + 1 == backoff::INIT.steps {
-                tracing::error!("kubernetes.io/csi: Failed to initialize CSINode after retrying; retrying every {RETRY_PERIOD:?}");
+                tracing::error!("{}", csi_log!("Failed to initialize CSINode after retrying; retrying every {RETRY_PERIOD:?}"));
             }
             RETRY_PERIOD
         };

@@ -125,14 +125,8 @@ impl NodeInfoManager {
             .retry(|| self.try_uninstall_from_csinode(driver))
             .await
             .map_err(|errs| {
-                let e = backoff::exhausted("error updating CSINode", errs);
-                Error {
-                    message: format!(
-                        "error uninstalling CSI driver from CSINode object {}",
-                        e.message
-                    ),
-                    ..e
-                }
+                backoff::exhausted("error updating CSINode", errs)
+                    .prefix("error uninstalling CSI driver from CSINode object ")
             })?;
         let edit = |node: &mut Node| -> Result<bool> {
             let a = remove_max_attach_limit(node, driver);
@@ -142,13 +136,7 @@ impl NodeInfoManager {
         self.update_node(&edit)
             .await
             .map(|_| ())
-            .map_err(|e| Error {
-                message: format!(
-                    "error removing CSI driver node info from Node object {}",
-                    e.message
-                ),
-                ..e
-            })
+            .map_err(|e| e.prefix("error removing CSI driver node info from Node object "))
     }
 
     /// `InitializeCSINodeWithAnnotation`: create the CSINode (owned by the Node) or bring its
@@ -163,14 +151,10 @@ impl NodeInfoManager {
                     .into_iter()
                     .last()
                     .map_or_else(|| Error::internal("no attempt was made"), |e| e.error);
-                Error {
-                    message: format!(
-                        "error updating CSINode annotation: {}; caused by: {}",
-                        backoff::WAIT_TIMEOUT,
-                        last.message
-                    ),
-                    ..last
-                }
+                last.prefix(format!(
+                    "error updating CSINode annotation: {}; caused by: ",
+                    backoff::WAIT_TIMEOUT
+                ))
             })
     }
 

@@ -16,9 +16,7 @@ use crate::goquote::quote;
 use crate::host::Host;
 use crate::spec::VolumeSpec;
 use crate::volume::capability::volume_capability;
-use crate::volume::operation::{classify_rpc, Operation};
-
-const PREFIX: &str = "kubernetes.io/csi: ";
+use crate::volume::operation::Operation;
 
 /// Upstream `DeviceMounterArgs`: `{"fsGroup": int, "seLinuxLabel": string}`, both optional.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -42,7 +40,7 @@ pub struct MountDeviceArgs {
 pub async fn wait_for_attach(host: &Host, spec: &VolumeSpec, timeout: Duration) -> Result<String> {
     let src = spec
         .persistent_source()
-        .map_err(|e| e.context(format!("{PREFIX}attacher.WaitForAttach failed")))?;
+        .map_err(|e| e.context(csi_log!("attacher.WaitForAttach failed")))?;
     let name = attachment_name(&src.volume_handle, &src.driver, &host.config.node_name);
     let volume = &src.volume_handle;
     let va = match tokio::time::timeout(timeout, host.volume_attachment(&name)).await {
@@ -82,7 +80,7 @@ pub async fn wait_for_attach(host: &Host, spec: &VolumeSpec, timeout: Duration) 
 pub fn device_mount_path(host: &Host, spec: &VolumeSpec) -> Result<PathBuf> {
     let src = spec
         .persistent_source()
-        .map_err(|e| e.context(format!("{PREFIX}attacher.GetDeviceMountPath failed")))?;
+        .map_err(|e| e.context(csi_log!("attacher.GetDeviceMountPath failed")))?;
     host.layout
         .device_mount_path(&src.driver, &src.volume_handle)
 }
@@ -91,8 +89,8 @@ pub fn device_mount_path(host: &Host, spec: &VolumeSpec) -> Result<PathBuf> {
 /// MountDevice creates it and may remove it and its parent again.
 fn check_device_mount_path(host: &Host, what: &str, path: &str) -> Result<PathBuf> {
     if path.is_empty() {
-        return Err(Error::invalid(format!(
-            "{PREFIX}{what} failed, deviceMountPath is empty"
+        return Err(Error::invalid(csi_log!(
+            "{what} failed, deviceMountPath is empty"
         )));
     }
     let p = Path::new(path);
@@ -105,8 +103,8 @@ fn check_device_mount_path(host: &Host, what: &str, path: &str) -> Result<PathBu
         || !p.starts_with(&plugin_dir)
         || p.parent() == Some(plugin_dir.as_path())
     {
-        return Err(Error::invalid(format!(
-            "{PREFIX}{what} failed, deviceMountPath {} is not a clean absolute path below {}",
+        return Err(Error::invalid(csi_log!(
+            "{what} failed, deviceMountPath {} is not a clean absolute path below {}",
             quote(path),
             plugin_dir.display()
         )));
@@ -125,7 +123,7 @@ fn selinux_mount_option(host: &Host, driver: &str, label: Option<&str>) -> Resul
     }
     let facts = host
         .driver_facts(driver)
-        .map_err(|e| e.context(format!("{PREFIX}failed to query for SELinuxMount support")))?;
+        .map_err(|e| e.context(csi_log!("failed to query for SELinuxMount support")))?;
     Ok(facts
         .se_linux_mount
         .then(|| format!("context={}", quote(label))))
@@ -141,14 +139,14 @@ pub async fn mount_device(
 ) -> Result<()> {
     let dmp = check_device_mount_path(host, "attacher.MountDevice", device_mount_path)?;
     let src = spec.persistent_source().map_err(|e| {
-        e.context(format!(
-            "{PREFIX}attacher.MountDevice failed to get CSIPersistentVolumeSource"
+        e.context(csi_log!(
+            "attacher.MountDevice failed to get CSIPersistentVolumeSource"
         ))
     })?;
     let op = Operation::start(
         host,
         &src.driver,
-        &format!("{PREFIX}attacher.MountDevice failed to create newCsiDriverClient"),
+        &csi_log!("attacher.MountDevice failed to create newCsiDriverClient"),
     )?;
     let caps = op.capabilities().await?;
     let publish_context = op
@@ -165,7 +163,7 @@ pub async fn mount_device(
     let selinux = selinux_mount_option(host, &src.driver, args.se_linux_label.as_deref())?;
     mount_flags.extend(selinux.clone());
 
-    volume_data::make_dirs(&dmp).map_err(|e| e.context(format!("{PREFIX}attacher.MountDevice")))?;
+    volume_data::make_dirs(&dmp).map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
     let data_dir = dmp.parent().unwrap_or(&dmp);
     let mut data = VolumeData::new();
     data.insert(keys::VOLUME_HANDLE.into(), src.volume_handle.clone());
@@ -178,10 +176,10 @@ pub async fn mount_device(
     }
     if let Err(e) = volume_data::save(data_dir, &data) {
         cleanup_global_mount(&dmp);
-        return Err(e.context(format!("{PREFIX}failed to save volume info data")));
+        return Err(e.context(csi_log!("failed to save volume info data")));
     }
     if !caps.stage_unstage {
-        tracing::info!("{PREFIX}attacher.MountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice...");
+        tracing::info!("{}", csi_log!("attacher.MountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice..."));
         return Ok(());
     }
 
@@ -215,15 +213,17 @@ pub async fn mount_device(
             .collect(),
     };
     if let Err(e) = op.client().node_stage(req, op.deadline).await {
-        let e = classify_rpc(e);
         if !e.is_uncertain() {
             cleanup_global_mount(&dmp);
         }
         return Err(e);
     }
     tracing::debug!(
-        "{PREFIX}attacher.MountDevice successfully staged volume at {}",
-        dmp.display()
+        "{}",
+        csi_log!(
+            "attacher.MountDevice successfully staged volume at {}",
+            dmp.display()
+        )
     );
     Ok(())
 }
@@ -233,8 +233,11 @@ pub async fn mount_device(
 fn cleanup_global_mount(dmp: &Path) {
     if let Err(e) = volume_data::remove_mount_dir(dmp) {
         tracing::error!(
-            "{PREFIX}attacher.MountDevice failed to remove mount dir after error [{}]: {e}",
-            dmp.display()
+            "{}",
+            csi_log!(
+                "attacher.MountDevice failed to remove mount dir after error [{}]: {e}",
+                dmp.display()
+            )
         );
     }
 }
@@ -246,15 +249,16 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
     let data_dir = dmp.parent().unwrap_or(&dmp);
     let data = match volume_data::load(data_dir) {
         Ok(d) => d,
-        Err(e) if e.kind == ErrorKind::NotFound => {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
             tracing::info!(
-                "{PREFIX}attacher.UnmountDevice skipped because volume data file is missing: {e}"
+                "{}",
+                csi_log!("attacher.UnmountDevice skipped because volume data file is missing: {e}")
             );
             return Ok(());
         }
         Err(e) => {
-            return Err(e.context(format!(
-                "{PREFIX}attacher.UnmountDevice failed to get driver and volume name"
+            return Err(e.context(csi_log!(
+                "attacher.UnmountDevice failed to get driver and volume name"
             )))
         }
     };
@@ -263,11 +267,11 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
     let op = Operation::start(
         host,
         driver_name,
-        &format!("{PREFIX}attacher.UnmountDevice failed to create newCsiDriverClient"),
+        &csi_log!("attacher.UnmountDevice failed to create newCsiDriverClient"),
     )?;
     let caps = op.capabilities().await.map_err(|e| {
-        e.context(format!(
-            "{PREFIX}attacher.UnmountDevice failed to check whether STAGE_UNSTAGE_VOLUME set"
+        e.context(csi_log!(
+            "attacher.UnmountDevice failed to check whether STAGE_UNSTAGE_VOLUME set"
         ))
     })?;
     if caps.stage_unstage {
@@ -275,13 +279,13 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
         op.client()
             .node_unstage(volume_handle, &path, op.deadline)
             .await
-            .map_err(|e| e.context(format!("{PREFIX}attacher.UnmountDevice failed")))?;
+            .map_err(|e| e.context(csi_log!("attacher.UnmountDevice failed")))?;
     } else {
-        tracing::info!("{PREFIX}attacher.UnmountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice...");
+        tracing::info!("{}", csi_log!("attacher.UnmountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice..."));
     }
     volume_data::remove_mount_dir(&dmp).map_err(|e| {
-        e.context(format!(
-            "{PREFIX}failed to clean up global mount {}",
+        e.context(csi_log!(
+            "failed to clean up global mount {}",
             dmp.display()
         ))
     })

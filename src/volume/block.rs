@@ -30,9 +30,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
 use crate::spec::{LifecycleMode, VolumeSpec};
 use crate::volume::capability::{volume_capability, FS_TYPE_BLOCK};
-use crate::volume::operation::{classify_rpc, pod_info_attributes, Operation};
-
-const PREFIX: &str = "kubernetes.io/csi: ";
+use crate::volume::operation::{pod_info_attributes, Operation};
 
 impl BlockPaths {
     fn publish_path(&self) -> Result<&Path> {
@@ -59,16 +57,14 @@ impl BlockMapper {
     /// Checks the spec and pod and writes `data/vol_data.json` (what the unmapper and
     /// reconstruction read later).
     pub fn new(host: &Host, spec: VolumeSpec, pod: Pod) -> Result<BlockMapper> {
-        let src = spec.persistent_source().map_err(|e| {
-            e.context(format!(
-                "{PREFIX}CSIPersistentVolumeSource not defined in spec"
-            ))
-        })?;
+        let src = spec
+            .persistent_source()
+            .map_err(|e| e.context(csi_log!("CSIPersistentVolumeSource not defined in spec")))?;
         let (driver_name, volume_handle) = (src.driver.clone(), src.volume_handle.clone());
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         if pod_uid.is_empty() {
-            return Err(Error::invalid(format!(
-                "{PREFIX}blockMapper needs a pod with metadata.uid"
+            return Err(Error::invalid(csi_log!(
+                "blockMapper needs a pod with metadata.uid"
             )));
         }
         let spec_name = spec.name().to_string();
@@ -92,12 +88,15 @@ impl BlockMapper {
         if let Err(e) = volume_data::save(&paths.data_dir, &data) {
             if let Err(clean) = volume_data::remove_mount_dir(&paths.data_dir) {
                 tracing::error!(
-                    "{PREFIX}failed to remove {} after a failed save: {clean}",
-                    paths.data_dir.display()
+                    "{}",
+                    csi_log!(
+                        "failed to remove {} after a failed save: {clean}",
+                        paths.data_dir.display()
+                    )
                 );
             }
-            return Err(e.context(format!(
-                "{PREFIX}csi.NewBlockVolumeMapper failed to save volume info data"
+            return Err(e.context(csi_log!(
+                "csi.NewBlockVolumeMapper failed to save volume info data"
             )));
         }
         let read_only = spec.read_only;
@@ -149,7 +148,7 @@ impl BlockMapper {
         let op = Operation::start(
             host,
             &self.driver_name,
-            &format!("{PREFIX}blockMapper.{what} failed to get CSI client"),
+            &csi_log!("blockMapper.{what} failed to get CSI client"),
         )?;
         let publish_context = op
             .publish_context(&self.volume_handle)
@@ -166,7 +165,7 @@ impl BlockMapper {
         let src = self.source()?;
         let (op, publish_context, caps) = self.begin(host, "SetUpDevice").await?;
         if !caps.stage_unstage {
-            tracing::info!("{PREFIX}blockMapper.stageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice...");
+            tracing::info!("{}", csi_log!("blockMapper.stageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice..."));
             return Ok(None);
         }
         let secrets = op
@@ -174,7 +173,7 @@ impl BlockMapper {
             .await?;
         let staging = &self.paths.staging_path;
         volume_data::make_dirs(staging)
-            .map_err(|e| e.context(format!("{PREFIX}blockMapper.stageVolumeForBlock")))?;
+            .map_err(|e| e.context(csi_log!("blockMapper.stageVolumeForBlock")))?;
         let req = csi::NodeStageVolumeRequest {
             volume_id: self.volume_handle.clone(),
             publish_context,
@@ -195,10 +194,9 @@ impl BlockMapper {
                 .collect(),
         };
         if let Err(e) = op.client().node_stage(req, op.deadline).await {
-            let e = classify_rpc(e);
             if !e.is_uncertain() {
                 if let Err(clean) = cleanup_orphan_device_files(&self.paths) {
-                    tracing::error!("{PREFIX}blockMapper.SetUpDevice failed to clean up after a final error: {clean}");
+                    tracing::error!("{}", csi_log!("blockMapper.SetUpDevice failed to clean up after a final error: {clean}"));
                 }
             }
             return Err(e);
@@ -213,7 +211,7 @@ impl BlockMapper {
         let (op, publish_context, caps) = self.begin(host, "MapPodDevice").await?;
         let publish_path = self.paths.publish_path()?;
         volume_data::make_dirs(&self.paths.publish_dir)
-            .map_err(|e| e.context(format!("{PREFIX}blockMapper.publishVolumeForBlock")))?;
+            .map_err(|e| e.context(csi_log!("blockMapper.publishVolumeForBlock")))?;
 
         let mut volume_context: HashMap<String, String> = src
             .volume_attributes
@@ -222,8 +220,8 @@ impl BlockMapper {
             .into_iter()
             .collect();
         let facts = host.driver_facts(&self.driver_name).map_err(|e| {
-            e.context(format!(
-                "{PREFIX}blockMapper.publishVolumeForBlock failed to assemble volume attributes"
+            e.context(csi_log!(
+                "blockMapper.publishVolumeForBlock failed to assemble volume attributes"
             ))
             .transient()
         })?;
@@ -254,10 +252,7 @@ impl BlockMapper {
             secrets,
             volume_context,
         };
-        op.client()
-            .node_publish(req, op.deadline)
-            .await
-            .map_err(classify_rpc)?;
+        op.client().node_publish(req, op.deadline).await?;
         Ok(publish_path.to_path_buf())
     }
 }
@@ -277,8 +272,8 @@ impl BlockUnmapper {
     pub fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<BlockUnmapper> {
         let paths = host.layout.block_paths(spec_name, pod_uid)?;
         let data = volume_data::load(&paths.data_dir).map_err(|e| {
-            e.context(format!(
-                "{PREFIX}unmapper failed to load volume data file [{}]",
+            e.context(csi_log!(
+                "unmapper failed to load volume data file [{}]",
                 paths.data_dir.display()
             ))
         })?;
@@ -296,7 +291,7 @@ impl BlockUnmapper {
         Operation::start(
             host,
             &self.driver_name,
-            &format!("{PREFIX}blockMapper.{what} failed to get CSI client"),
+            &csi_log!("blockMapper.{what} failed to get CSI client"),
         )
     }
 
@@ -308,11 +303,7 @@ impl BlockUnmapper {
         op.client()
             .node_unpublish(&self.volume_handle, &publish_path, op.deadline)
             .await
-            .map_err(|e| {
-                e.context(format!(
-                    "{PREFIX}blockMapper.unpublishVolumeForBlock failed"
-                ))
-            })
+            .map_err(|e| e.context(csi_log!("blockMapper.unpublishVolumeForBlock failed")))
     }
 
     /// `TearDownDevice`: NodeUnstageVolume when the staging path exists, then removal of the
@@ -322,12 +313,12 @@ impl BlockUnmapper {
         let staging = &self.paths.staging_path;
         match fs::symlink_metadata(staging) {
             Err(e) if e.kind() == IoKind::NotFound => {
-                tracing::debug!("{PREFIX}blockMapper.TearDownDevice stagingPath({}) has already been deleted, skip calling NodeUnstageVolume", staging.display());
+                tracing::debug!("{}", csi_log!("blockMapper.TearDownDevice stagingPath({}) has already been deleted, skip calling NodeUnstageVolume", staging.display()));
             }
             Err(e) => {
                 return Err(Error::io(
-                    format!(
-                        "{PREFIX}blockMapper.TearDownDevice cannot stat {}",
+                    csi_log!(
+                        "blockMapper.TearDownDevice cannot stat {}",
                         staging.display()
                     ),
                     &e,
@@ -341,16 +332,19 @@ impl BlockUnmapper {
                         .node_unstage(&self.volume_handle, &path, op.deadline)
                         .await
                         .map_err(|e| {
-                            e.context(format!("{PREFIX}blockMapper.unstageVolumeForBlock failed"))
+                            e.context(csi_log!("blockMapper.unstageVolumeForBlock failed"))
                         })?;
                 } else {
-                    tracing::info!("{PREFIX}blockMapper.unstageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice...");
+                    tracing::info!("{}", csi_log!("blockMapper.unstageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice..."));
                 }
                 remove_all_one_filesystem(staging)?;
             }
         }
         if let Err(e) = cleanup_orphan_device_files(&self.paths) {
-            tracing::debug!("{PREFIX}Failed to clean up block volume directory {e}");
+            tracing::debug!(
+                "{}",
+                csi_log!("Failed to clean up block volume directory {e}")
+            );
         }
         Ok(())
     }
@@ -368,7 +362,7 @@ fn remove_empty_dir(dir: &Path, what: &str) -> Result<()> {
     match fs::remove_dir(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == IoKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(format!("{PREFIX}{what} [{}]", dir.display()), &e)),
+        Err(e) => Err(Error::io(csi_log!("{what} [{}]", dir.display()), &e)),
     }
 }
 
@@ -383,10 +377,7 @@ fn remove_all_one_filesystem(path: &Path) -> Result<()> {
     if volume_data::is_mount_point(path)? {
         return Err(Error::new(
             ErrorKind::Io,
-            format!(
-                "{PREFIX}refusing to remove {}: it is a mount point",
-                path.display()
-            ),
+            csi_log!("refusing to remove {}: it is a mount point", path.display()),
         ));
     }
     let removed = if meta.is_dir() {
@@ -416,11 +407,11 @@ pub fn construct_block_volume_spec(
     spec_name: &str,
     map_path: &str,
 ) -> Result<serde_json::Value> {
-    tracing::debug!("{PREFIX}plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={map_path}]");
+    tracing::debug!("{}", csi_log!("plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={map_path}]"));
     let data_dir = host.layout.block_data_dir(spec_name)?;
     let data = volume_data::load(&data_dir).map_err(|e| {
-        e.context(format!(
-            "{PREFIX}plugin.ConstructBlockVolumeSpec failed loading volume data using [{map_path}]"
+        e.context(csi_log!(
+            "plugin.ConstructBlockVolumeSpec failed loading volume data using [{map_path}]"
         ))
     })?;
     let field = |k: &str| data.get(k).cloned().unwrap_or_default();

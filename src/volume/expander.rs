@@ -9,10 +9,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
 use crate::spec::VolumeSpec;
 use crate::volume::capability::{volume_capability, FS_TYPE_BLOCK};
-use crate::volume::operation::{classify_rpc, Operation};
+use crate::volume::operation::Operation;
 use crate::volume::quantity;
-
-const PREFIX: &str = "kubernetes.io/csi: ";
 
 /// Upstream `NodeResizeOptions`, as `kcsi_node_expand` takes it.
 #[derive(Clone, Debug, Deserialize)]
@@ -44,18 +42,18 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
         quantity::parse_bytes(old).map_err(|e| e.context("oldSize"))?;
     }
     let src = opts.spec.persistent_source().map_err(|e| {
-        e.context(format!(
-            "{PREFIX}Expander.NodeExpand failed to get CSI persistent source"
+        e.context(csi_log!(
+            "Expander.NodeExpand failed to get CSI persistent source"
         ))
     })?;
     let op = Operation::start(
         host,
         &src.driver,
-        &format!("{PREFIX}Expander.NodeExpand failed to get CSI client"),
+        &csi_log!("Expander.NodeExpand failed to get CSI client"),
     )?;
     let caps = op.capabilities().await.map_err(|e| {
-        e.context(format!(
-            "{PREFIX}Expander.NodeExpand failed to check if node supports expansion "
+        e.context(csi_log!(
+            "Expander.NodeExpand failed to check if node supports expansion "
         ))
     })?;
     if !caps.expand_volume {
@@ -107,21 +105,14 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
 }
 
 fn expand_error(e: Error) -> Error {
-    let code = e.grpc_code.map(Code::from_i32);
+    let code = e.grpc_code().map(Code::from_i32);
     match code {
-        Some(Code::FailedPrecondition) => e.context(format!(
-            "{PREFIX}Expander.NodeExpand failed to expand the volume "
-        )),
-        Some(Code::InvalidArgument | Code::OutOfRange | Code::NotFound) => {
-            let mut e = e;
-            e.message = format!(
-                "{PREFIX}Expander.NodeExpand failed to expand the volume (infeasible) {}",
-                e.message
-            );
-            e
+        Some(Code::FailedPrecondition) => {
+            e.context(csi_log!("Expander.NodeExpand failed to expand the volume "))
         }
-        _ => classify_rpc(e).context(format!(
-            "{PREFIX}Expander.NodeExpand failed to expand the volume "
+        Some(Code::InvalidArgument | Code::OutOfRange | Code::NotFound) => e.prefix(csi_log!(
+            "Expander.NodeExpand failed to expand the volume (infeasible) "
         )),
+        _ => e.context(csi_log!("Expander.NodeExpand failed to expand the volume ")),
     }
 }

@@ -62,8 +62,11 @@ pub fn set_volume_ownership(dir: &Path, gid: i64, policy: ChangePolicy) -> Resul
         .map_err(|_| Error::invalid(format!("fsGroup {gid} is not a valid group ID")))?;
     if policy == ChangePolicy::OnRootMismatch && !requires_permission_change(dir, gid) {
         tracing::debug!(
-            "kubernetes.io/csi: skipping fsGroup change of {}: root already matches",
-            dir.display()
+            "{}",
+            csi_log!(
+                "skipping fsGroup change of {}: root already matches",
+                dir.display()
+            )
         );
         return Ok(());
     }
@@ -104,8 +107,8 @@ fn walk(path: &Path, gid: u32) -> Result<()> {
 fn change(path: &Path, gid: u32, meta: &fs::Metadata) {
     if let Err(e) = std::os::unix::fs::lchown(path, None, Some(gid)) {
         tracing::error!(
-            "kubernetes.io/csi: lchown {} to group {gid} failed: {e}",
-            path.display()
+            "{}",
+            csi_log!("lchown {} to group {gid} failed: {e}", path.display())
         );
     }
     if meta.file_type().is_symlink() {
@@ -118,8 +121,8 @@ fn change(path: &Path, gid: u32, meta: &fs::Metadata) {
     let mode = (meta.mode() & 0o7777) | mask;
     if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(mode)) {
         tracing::error!(
-            "kubernetes.io/csi: chmod {} to {mode:o} failed: {e}",
-            path.display()
+            "{}",
+            csi_log!("chmod {} to {mode:o} failed: {e}", path.display())
         );
     }
 }

@@ -40,7 +40,7 @@ pub async fn volume_stats(
     let op = Operation::start(
         host,
         driver,
-        "kubernetes.io/csi: metricsCsi.GetMetrics failed to get CSI client",
+        &csi_log!("metricsCsi.GetMetrics failed to get CSI client"),
     )?;
     let caps = op.capabilities().await?;
     if !caps.get_volume_stats {
@@ -91,8 +91,11 @@ fn from_response(
                 (m.inodes_free, m.inodes, m.inodes_used) = (u.available, u.total, u.used)
             }
             _ => tracing::info!(
-                "kubernetes.io/csi: unknown unit {} in NodeGetVolumeStats of {volume_handle}",
-                u.unit
+                "{}",
+                csi_log!(
+                    "unknown unit {} in NodeGetVolumeStats of {volume_handle}",
+                    u.unit
+                )
             ),
         }
     }
@@ -148,7 +151,7 @@ mod tests {
         assert!(
             from_response(Time(Timestamp::UNIX_EPOCH), empty, false, "v")
                 .unwrap_err()
-                .message
+                .message()
                 .contains("usage is nil")
         );
     }

@@ -27,10 +27,7 @@ use crate::volume::capability::volume_capability;
 use crate::volume::driver_facts::{DriverFacts, DEFAULT_TOKEN_EXPIRATION_SECONDS};
 use crate::volume::fs_group::{self, ChangePolicy};
 use crate::volume::metrics::{self, VolumeMetrics};
-use crate::volume::operation::{classify_rpc, pod_info_attributes, Operation};
-
-/// Upstream's `log()` prefix for plugin errors.
-const PREFIX: &str = "kubernetes.io/csi: ";
+use crate::volume::operation::{pod_info_attributes, Operation};
 
 /// `kcsi_mounter_set_up`'s `args_json` (upstream `MounterArgs`).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -102,45 +99,42 @@ impl Mounter {
         let op = Operation::start(
             host,
             &self.driver,
-            &format!("{PREFIX}mounter.SetUpAt failed to get CSI client"),
+            &csi_log!("mounter.SetUpAt failed to get CSI client"),
         )?;
         // A lookup failure surfaces in upstream's first CSIDriver check (lifecycle mode); the
         // only other failure, an invalid fsGroupPolicy, in its fsGroup policy check.
         let facts = host.driver_facts(&self.driver).map_err(|e| {
-            let step = if e.kind == ErrorKind::InvalidArgument {
+            let step = if e.kind() == ErrorKind::InvalidArgument {
                 "check fsGroup policy"
             } else {
                 "check volume lifecycle mode"
             };
-            e.context(format!("{PREFIX}mounter.SetupAt failed to {step}"))
+            e.context(csi_log!("mounter.SetupAt failed to {step}"))
                 .transient()
         })?;
-        facts.check_lifecycle_mode(self.mode).map_err(|mut e| {
-            e.kind = ErrorKind::NotSupported;
-            e.context(format!(
-                "{PREFIX}mounter.SetupAt failed to check volume lifecycle mode"
-            ))
-            .transient()
+        facts.check_lifecycle_mode(self.mode).map_err(|e| {
+            e.with_kind(ErrorKind::NotSupported)
+                .context(csi_log!(
+                    "mounter.SetupAt failed to check volume lifecycle mode"
+                ))
+                .transient()
         })?;
         // kcsi probes capabilities once per driver connection; upstream probes STAGE_UNSTAGE
         // (final on failure, PV only) and VOLUME_MOUNT_GROUP (transient) separately.
         let caps = op.capabilities().await.map_err(|e| match self.mode {
             LifecycleMode::Persistent => {
-                e.context(format!("{PREFIX}mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability"))
+                e.context(csi_log!("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability"))
             }
             LifecycleMode::Ephemeral => e
-                .context(format!(
-                    "{PREFIX}mounter.SetUpAt failed to determine if the node service has VOLUME_MOUNT_GROUP capability"
+                .context(csi_log!(
+                    "mounter.SetUpAt failed to determine if the node service has VOLUME_MOUNT_GROUP capability"
                 ))
                 .transient(),
         })?;
         let mut p = self.publication(host, &op, caps.stage_unstage).await?;
 
         let dir = self.dir();
-        volume_data::make_dirs(dir).map_err(|mut e| {
-            e.message = format!("{PREFIX}mounter.SetUpAt {}", e.message);
-            e
-        })?;
+        volume_data::make_dirs(dir).map_err(|e| e.prefix(csi_log!("mounter.SetUpAt ")))?;
         let mut secrets = op
             .secrets("NodePublishSecretRef", p.secret_ref.as_ref())
             .await?;
@@ -150,8 +144,8 @@ impl Mounter {
         }
         if !facts.token_requests.is_empty() {
             let tokens = self.token_attrs(host, &facts).await.map_err(|e| {
-                e.context(format!(
-                    "{PREFIX}mounter.SetUpAt failed to get service accoount token attributes"
+                e.context(csi_log!(
+                    "mounter.SetUpAt failed to get service accoount token attributes"
                 ))
                 .transient()
             })?;
@@ -179,9 +173,7 @@ impl Mounter {
         {
             self.clean_up();
             return Err(e
-                .context(format!(
-                    "{PREFIX}mounter.SetUpAt failed to save volume info data"
-                ))
+                .context(csi_log!("mounter.SetUpAt failed to save volume info data"))
                 .transient());
         }
 
@@ -205,8 +197,7 @@ impl Mounter {
             volume_context: p.attributes,
         };
         if let Err(e) = op.client().node_publish(req, op.deadline).await {
-            let e = classify_rpc(e);
-            if e.class == ErrorClass::Final {
+            if e.class() == ErrorClass::Final {
                 self.clean_up();
             }
             return Err(e);
@@ -232,8 +223,8 @@ impl Mounter {
                 .await
                 .unwrap_or_else(|e| Err(Error::internal(format!("fsGroup change panicked: {e}"))));
             result.map_err(|e| {
-                e.context(format!(
-                    "{PREFIX}applyFSGroup failed for vol {}",
+                e.context(csi_log!(
+                    "applyFSGroup failed for vol {}",
                     self.volume_handle
                 ))
                 .uncertain()
@@ -273,8 +264,8 @@ impl Mounter {
                         host.layout
                             .device_mount_path(&s.driver, &s.volume_handle)
                             .map_err(|e| {
-                                e.context(format!(
-                                    "{PREFIX}mounter.SetUpAt failed to make device mount path"
+                                e.context(csi_log!(
+                                    "mounter.SetUpAt failed to make device mount path"
                                 ))
                             })?,
                     )
@@ -282,9 +273,7 @@ impl Mounter {
                     None
                 };
                 let publish_context = op.publish_context(&s.volume_handle).await.map_err(|e| {
-                    e.context(format!(
-                        "{PREFIX}mounter.SetUpAt failed to fetch publishContext"
-                    ))
+                    e.context(csi_log!("mounter.SetUpAt failed to fetch publishContext"))
                 })?;
                 Publication {
                     fs_type: s.fs_type.clone().unwrap_or_default(),
@@ -318,8 +307,11 @@ impl Mounter {
     fn clean_up(&self) {
         if let Err(e) = volume_data::remove_mount_dir(&self.path) {
             tracing::error!(
-                "{PREFIX}mounter.SetUpAt failed to remove mount dir after error [{}]: {e}",
-                self.path.display()
+                "{}",
+                csi_log!(
+                    "mounter.SetUpAt failed to remove mount dir after error [{}]: {e}",
+                    self.path.display()
+                )
             );
         }
     }
@@ -421,8 +413,8 @@ impl Unmounter {
             Ok((driver, handle))
         };
         let (driver, volume_handle) = load().map_err(|e| {
-            e.context(format!(
-                "{PREFIX}unmounter failed to load volume data file [{}]",
+            e.context(csi_log!(
+                "unmounter failed to load volume data file [{}]",
                 path.display()
             ))
         })?;
@@ -443,19 +435,19 @@ impl Unmounter {
         let op = Operation::start(
             host,
             &self.driver,
-            &format!("{PREFIX}Unmounter.TearDownAt failed to get CSI client"),
+            &csi_log!("Unmounter.TearDownAt failed to get CSI client"),
         )?;
         let target = self.path.to_string_lossy();
         op.client()
             .node_unpublish(&self.volume_handle, &target, op.deadline)
             .await
             .map_err(|e| {
-                e.context(format!("{PREFIX}Unmounter.TearDownAt failed"))
+                e.context(csi_log!("Unmounter.TearDownAt failed"))
                     .with_class(ErrorClass::Final)
             })?;
         volume_data::remove_mount_dir(&self.path).map_err(|e| {
-            e.context(format!(
-                "{PREFIX}Unmounter.TearDownAt failed to clean mount dir [{}]",
+            e.context(csi_log!(
+                "Unmounter.TearDownAt failed to clean mount dir [{}]",
                 self.path.display()
             ))
         })

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Pod, SecretReference};
 use tokio::time::Instant;
 
 use crate::config::MAX_TIMEOUT;
-use crate::csi::csi_client::{may_be_in_progress, CsiClient, NodeCapabilities};
+use crate::csi::csi_client::{CsiClient, NodeCapabilities};
 use crate::csi::driver_store::Driver;
 use crate::disk::paths::attachment_name;
 use crate::error::{Error, Result};
@@ -128,14 +128,4 @@ pub fn pod_info_attributes(pod: &Pod, pod_uid: &str, mode: LifecycleMode) -> [(S
             (mode == LifecycleMode::Ephemeral).to_string(),
         ),
     ]
-}
-
-/// Classifies a failed stage/publish/expand RPC: uncertain when the driver may still be
-/// working on it, final otherwise.
-pub fn classify_rpc(err: Error) -> Error {
-    if may_be_in_progress(&err) {
-        err.uncertain()
-    } else {
-        err
-    }
 }

@@ -5,11 +5,9 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::spec::{SourceHead, SpecHead};
 
-const PREFIX: &str = "kubernetes.io/csi: ";
-
 /// `GetVolumeName`: `driver^handle`, persistent volumes only.
 pub fn volume_name(spec: &SpecHead) -> Result<String> {
-    let what = || format!("{PREFIX}plugin.GetVolumeName failed to extract volume source from spec");
+    let what = || csi_log!("plugin.GetVolumeName failed to extract volume source from spec");
     match spec.source().map_err(|e| e.context(what()))? {
         SourceHead::Persistent {
             driver,

@@ -112,7 +112,7 @@ mod tests {
         assert_eq!(parse_bytes("2Ki").unwrap(), 2048);
         assert_eq!(parse_bytes("1k").unwrap(), 1000);
         assert_eq!(
-            parse_bytes("8Ei").unwrap_err().message,
+            parse_bytes("8Ei").unwrap_err().message(),
             "quantity \"8Ei\" is not valid: larger than 2^63-1"
         );
     }
@@ -142,9 +142,9 @@ mod tests {
         ] {
             let err = parse_bytes(bad).unwrap_err();
             assert!(
-                err.message.contains(&format!("{bad:?}")),
+                err.message().contains(&format!("{bad:?}")),
                 "{bad}: {}",
-                err.message
+                err.message()
             );
         }
     }

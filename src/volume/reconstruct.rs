@@ -14,8 +14,6 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::spec::LifecycleMode;
 
-const PREFIX: &str = "kubernetes.io/csi: ";
-
 /// `{"spec": <spec as kcsi takes it>, "seLinuxMountContext": "<label>"}` for the volume whose
 /// per-volume dir (`.../kubernetes.io~csi/<spec>`) is `mount_path`. The spec carries only what
 /// the file records: driver, handle (PV) and name; the SELinux context only with the gate
@@ -69,8 +67,8 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
         Ok(json!({ "spec": spec, "seLinuxMountContext": selinux }))
     };
     load().map_err(|e| {
-        e.context(format!(
-            "{PREFIX}plugin.ConstructVolumeSpec failed loading volume data using [{mount_path}] for volume {volume_name:?}"
+        e.context(csi_log!(
+            "plugin.ConstructVolumeSpec failed loading volume data using [{mount_path}] for volume {volume_name:?}"
         ))
     })
 }
