@@ -9,6 +9,7 @@ use std::path::Path;
 
 use attacher_support::*;
 use common::DRIVER;
+use kcsi::ffi::reconstruct::kcsi_construct_block_volume_spec;
 use kcsi::ffi::*;
 use serde_json::{json, Value};
 

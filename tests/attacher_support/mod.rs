@@ -11,6 +11,7 @@ use std::ptr;
 use kcsi::csi::proto::csi;
 use kcsi::ffi::attacher::*;
 use kcsi::ffi::block::*;
+use kcsi::ffi::reconstruct::kcsi_construct_block_volume_spec;
 use kcsi::ffi::error::*;
 use kcsi::ffi::expand::kcsi_node_expand;
 use kcsi::ffi::host::*;

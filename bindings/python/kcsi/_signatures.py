@@ -28,6 +28,53 @@ class kcsi_unmounter(ctypes.Structure):
     pass
 
 kcsi_log_fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_char_p)
+kcsi_version_fn = ctypes.CFUNCTYPE(ctypes.c_char_p)
+kcsi_result_name_fn = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int32)
+kcsi_error_result_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_error))
+kcsi_error_message_fn = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.POINTER(kcsi_error))
+kcsi_error_grpc_code_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_error))
+kcsi_error_class_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_error))
+kcsi_error_free_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(kcsi_error))
+kcsi_string_free_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_char))
+kcsi_host_new_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_host)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_host_status_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_host_free_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(kcsi_host))
+kcsi_validate_plugin_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_register_plugin_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_deregister_plugin_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_list_drivers_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_get_volume_name_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_can_support_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_can_attach_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_can_device_mount_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_requires_remount_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_attacher_new_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.POINTER(ctypes.POINTER(kcsi_attacher)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_attacher_wait_for_attach_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_attacher), ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_attacher_device_mount_path_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_attacher), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_attacher_mount_device_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_attacher), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_attacher_unmount_device_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_attacher), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_attacher_free_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(kcsi_attacher))
+kcsi_mounter_new_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_mounter)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_mounter_path_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_mounter), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_mounter_set_up_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_mounter), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_mounter_metrics_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_mounter), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_mounter_free_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(kcsi_mounter))
+kcsi_unmounter_new_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_unmounter)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_unmounter_tear_down_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_unmounter), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_unmounter_free_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(kcsi_unmounter))
+kcsi_block_mapper_new_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_block_mapper)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_block_mapper_paths_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_block_mapper), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_block_mapper_set_up_device_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_block_mapper), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_block_mapper_map_pod_device_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_block_mapper), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_block_mapper_free_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(kcsi_block_mapper))
+kcsi_block_unmapper_new_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_block_unmapper)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_block_unmapper_unmap_pod_device_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_block_unmapper), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_block_unmapper_tear_down_device_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_block_unmapper), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_block_unmapper_free_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(kcsi_block_unmapper))
+kcsi_node_expand_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_construct_volume_spec_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_construct_block_volume_spec_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error)))
+kcsi_set_log_callback_fn = ctypes.CFUNCTYPE(ctypes.c_int32, kcsi_log_fn, ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(kcsi_error)))
 
 CONSTANTS = {'KCSI_API_VERSION': 1,
  'KCSI_CLASS_FINAL': 0,
@@ -49,16 +96,50 @@ CONSTANTS = {'KCSI_API_VERSION': 1,
 
 OPAQUE = ('kcsi_attacher', 'kcsi_block_mapper', 'kcsi_block_unmapper', 'kcsi_error', 'kcsi_host', 'kcsi_mounter', 'kcsi_unmounter')
 
+# name -> the parameters its header doc's "Nullable:" line names (err_out always may be NULL)
+NULLABLE = {
+    'kcsi_attacher_mount_device': ('args_json',),
+    'kcsi_mounter_set_up': ('args_json',),
+    'kcsi_block_unmapper_tear_down_device': ('global_map_path', 'device_path'),
+    'kcsi_set_log_callback': ('cb', 'user_data'),
+}
+
 # name -> (C return type, ((C type, parameter name), ...), doc comment)
 FUNCTIONS = {
     'kcsi_version': ('const char *', (), 'The library version, e.g. "0.1.0". Static: do not free.'),
     'kcsi_result_name': ('const char *', (('kcsi_result', 'r'),), 'The name of a result code, e.g. "KCSI_ERR_NOT_FOUND"; "KCSI_UNKNOWN_RESULT" for a number kcsi does not define. Static: do not free.'),
+    'kcsi_error_result': ('kcsi_result', (('const kcsi_error *', 'e'),), 'The result code carried by `e`. `KCSI_ERR_INVALID_ARGUMENT` when `e` is NULL.'),
+    'kcsi_error_message': ('const char *', (('const kcsi_error *', 'e'),), 'The message of `e`: what failed, with which input. Borrowed: valid until `kcsi_error_free(e)`. NULL when `e` is NULL.'),
+    'kcsi_error_grpc_code': ('int32_t', (('const kcsi_error *', 'e'),), "The gRPC status code the CSI driver returned, or -1 when the error did not come from a driver's answer (also for a NULL `e`)."),
+    'kcsi_error_class': ('int32_t', (('const kcsi_error *', 'e'),), 'The class of `e`: `KCSI_CLASS_FINAL`, `KCSI_CLASS_UNCERTAIN` or `KCSI_CLASS_TRANSIENT`; -1 when `e` is NULL.'),
+    'kcsi_error_free': ('void', (('kcsi_error *', 'e'),), 'Frees an error. Calling with NULL is fine.'),
+    'kcsi_string_free': ('void', (('char *', 's'),), 'Frees a string kcsi returned through an `*_out` parameter. Calling with NULL is fine.'),
+    'kcsi_host_new': ('kcsi_result', (('const char *', 'config_json'), ('kcsi_host **', 'host_out'), ('kcsi_error **', 'err_out')), 'Creates a host from `config_json` (see the C API contract: `nodeName` and `rootDir` are required; unknown keys are rejected). On success `*host_out` receives a host the caller owns and frees with `kcsi_host_free`; on error it is unchanged.'),
+    'kcsi_host_status': ('kcsi_result', (('kcsi_host *', 'h'), ('char **', 'status_json_out'), ('kcsi_error **', 'err_out')), 'The host\'s status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...}`. Caller frees `*status_json_out` with `kcsi_string_free`.'),
+    'kcsi_host_free': ('void', (('kcsi_host *', 'h'),), 'Frees a host and stops its background work. Handles created from it stay valid and then fail with `KCSI_ERR_FAILED_PRECONDITION`. A call on the host still running in another thread finishes first (the host goes when the last such call returns). Calling with NULL is fine.'),
+    'kcsi_validate_plugin': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'name'), ('const char *', 'endpoint'), ('const char *const *', 'versions'), ('size_t', 'versions_len'), ('kcsi_error **', 'err_out')), "Checks a driver's name, endpoint and supported versions as the kubelet's `ValidatePlugin` does, without registering anything. `versions` is an array of `versions_len` strings."),
+    'kcsi_register_plugin': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'name'), ('const char *', 'endpoint'), ('const char *const *', 'versions'), ('size_t', 'versions_len'), ('int64_t', 'timeout_ms'), ('kcsi_error **', 'err_out')), "Registers a CSI driver as the kubelet's `RegisterPlugin` does: stores it, calls `NodeGetInfo` over its socket and publishes the node info (with a kubeconfig: Node and CSINode). Any failure rolls the registration back. Blocks for at most `timeout_ms` milliseconds (`<= 0`: the host's timeout)."),
+    'kcsi_deregister_plugin': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'name'), ('kcsi_error **', 'err_out')), "Deregisters a CSI driver as the kubelet's `DeRegisterPlugin` does and removes its node info. `KCSI_ERR_NOT_FOUND` when no driver of that name is registered (node info is still cleaned up)."),
+    'kcsi_list_drivers': ('kcsi_result', (('kcsi_host *', 'h'), ('char **', 'drivers_json_out'), ('kcsi_error **', 'err_out')), 'The registered drivers as a JSON array of `{"name", "endpoint", "highestSupportedVersion", "nodeId", "maxVolumesPerNode", "topology"}`, sorted by name. Caller frees `*drivers_json_out` with `kcsi_string_free`.'),
+    'kcsi_get_volume_name': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('char **', 'name_out'), ('kcsi_error **', 'err_out')), 'The unique volume name `<driver>^<volumeHandle>` of a PersistentVolume spec (inline volumes have none: `KCSI_ERR_INVALID_ARGUMENT`). Caller frees `*name_out` with `kcsi_string_free`.'),
+    'kcsi_can_support': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('bool *', 'out'), ('kcsi_error **', 'err_out')), 'Whether the spec has a CSI source (PV or inline).'),
+    'kcsi_can_attach': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('bool *', 'out'), ('kcsi_error **', 'err_out')), 'Whether the volume needs attaching: false for inline volumes and for drivers whose CSIDriver says `attachRequired: false`; true when no CSIDriver exists.'),
+    'kcsi_can_device_mount': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('bool *', 'out'), ('kcsi_error **', 'err_out')), 'Whether the volume is device-mounted (staged): true for PersistentVolumes, false for inline volumes.'),
+    'kcsi_requires_remount': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('bool *', 'out'), ('kcsi_error **', 'err_out')), "Whether the volume must be re-published periodically (the CSIDriver's `requiresRepublish`); false when the driver has no CSIDriver object."),
     'kcsi_attacher_new': ('kcsi_result', (('kcsi_host *', 'h'), ('kcsi_attacher **', 'out'), ('kcsi_error **', 'err_out')), 'Creates an attacher for host `h`. On success `*out` receives a handle the caller owns and frees with `kcsi_attacher_free`; on error it is unchanged.'),
     'kcsi_attacher_wait_for_attach': ('kcsi_result', (('kcsi_attacher *', 'a'), ('const char *', 'spec_json'), ('int64_t', 'timeout_ms'), ('char **', 'device_path_out'), ('kcsi_error **', 'err_out')), "Checks once that the volume's VolumeAttachment (`csi-<sha256(handle+driver+node)>`) is attached, and writes its name to `*device_path_out` (caller frees it with `kcsi_string_free`). Not attached yet or unreadable: transient; attach error (its message verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout."),
     'kcsi_attacher_device_mount_path': ('kcsi_result', (('kcsi_attacher *', 'a'), ('const char *', 'spec_json'), ('char **', 'path_out'), ('kcsi_error **', 'err_out')), 'The global (staging) mount path of a PersistentVolume spec: `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`. Caller frees `*path_out` with `kcsi_string_free`.'),
-    'kcsi_attacher_mount_device': ('kcsi_result', (('kcsi_attacher *', 'a'), ('const char *', 'spec_json'), ('const char *', 'device_mount_path'), ('const char *', 'args_json'), ('kcsi_error **', 'err_out')), 'MountDevice: creates `device_mount_path` (mode 0750), records `vol_data.json` next to it and, when the driver has STAGE_UNSTAGE_VOLUME, calls NodeStageVolume there. `args_json` (NULL = none): `{"fsGroup": int, "seLinuxLabel": string}`. Errors are classed as the kubelet\'s: uncertain when the driver may still be staging, transient when nothing changed.'),
+    'kcsi_attacher_mount_device': ('kcsi_result', (('kcsi_attacher *', 'a'), ('const char *', 'spec_json'), ('const char *', 'device_mount_path'), ('const char *', 'args_json'), ('kcsi_error **', 'err_out')), 'MountDevice: creates `device_mount_path` (mode 0750), records `vol_data.json` next to it and, when the driver has STAGE_UNSTAGE_VOLUME, calls NodeStageVolume there. `args_json` (NULL = none): `{"fsGroup": int, "seLinuxLabel": string}`. Errors are classed as the kubelet\'s: uncertain when the driver may still be staging, transient when nothing changed. Nullable: args_json.'),
     'kcsi_attacher_unmount_device': ('kcsi_result', (('kcsi_attacher *', 'a'), ('const char *', 'device_mount_path'), ('kcsi_error **', 'err_out')), 'UnmountDevice: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) with what the `vol_data.json` next to `device_mount_path` recorded, then removes the global mount dir. Succeeds without doing anything when that file is missing; a corrupt file is an error.'),
     'kcsi_attacher_free': ('void', (('kcsi_attacher *', 'a'),), 'Frees an attacher. Calling with NULL is fine.'),
+    'kcsi_mounter_new': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('const char *', 'pod_json'), ('kcsi_mounter **', 'out'), ('kcsi_error **', 'err_out')), 'Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does no I/O and needs no registered driver. Unsafe pod UIDs or volume names are `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with `kcsi_mounter_free`; on error it is unchanged.'),
+    'kcsi_mounter_path': ('kcsi_result', (('kcsi_mounter *', 'm'), ('char **', 'path_out'), ('kcsi_error **', 'err_out')), 'The mount path the volume is published at: `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>/mount`. Caller frees `*path_out` with `kcsi_string_free`.'),
+    'kcsi_mounter_set_up': ('kcsi_result', (('kcsi_mounter *', 'm'), ('const char *', 'args_json'), ('kcsi_error **', 'err_out')), 'Publishes the volume (the kubelet\'s `SetUp`): NodePublishVolume into the mount path, with `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int, "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string}`, all optional, unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final (then the directory is removed unless something is mounted on it). Nullable: args_json.'),
+    'kcsi_mounter_metrics': ('kcsi_result', (('kcsi_mounter *', 'm'), ('char **', 'metrics_json_out'), ('kcsi_error **', 'err_out')), 'The published volume\'s usage from NodeGetVolumeStats as JSON: `{"time", "capacityBytes", "availableBytes", "usedBytes", "inodes", "inodesFree", "inodesUsed"}`, plus `"abnormal"` and `"message"` when the gate `CSIVolumeHealth` is on and the driver reports volume conditions. `KCSI_ERR_NOT_SUPPORTED` when the driver lacks GET_VOLUME_STATS. Caller frees `*metrics_json_out` with `kcsi_string_free`.'),
+    'kcsi_mounter_free': ('void', (('kcsi_mounter *', 'm'),), 'Frees a mounter (the volume stays published). Calling with NULL is fine.'),
+    'kcsi_unmounter_new': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_name'), ('const char *', 'pod_uid'), ('kcsi_unmounter **', 'out'), ('kcsi_error **', 'err_out')), 'Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json` its SetUp wrote (so it works after a restart, with a new host). A missing file is `KCSI_ERR_NOT_FOUND`, a corrupt one `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`.'),
+    'kcsi_unmounter_tear_down': ('kcsi_result', (('kcsi_unmounter *', 'u'), ('kcsi_error **', 'err_out')), "Tears the volume down (the kubelet's `TearDown`): NodeUnpublishVolume, then removes the mount dir and `vol_data.json` unless the target is still mounted. A driver that is not registered is transient; a failed NodeUnpublishVolume is final."),
+    'kcsi_unmounter_free': ('void', (('kcsi_unmounter *', 'u'),), 'Frees an unmounter. Calling with NULL is fine.'),
     'kcsi_block_mapper_new': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('const char *', 'pod_json'), ('kcsi_block_mapper **', 'out'), ('kcsi_error **', 'err_out')), 'Creates a block mapper for a `volumeMode: Block` PersistentVolume spec and a pod (core/v1 Pod JSON with `metadata.uid`), and writes `<rootDir>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json`. On success `*out` receives a handle the caller frees with `kcsi_block_mapper_free`.'),
     'kcsi_block_mapper_paths': ('kcsi_result', (('kcsi_block_mapper *', 'm'), ('char **', 'paths_json_out'), ('kcsi_error **', 'err_out')), 'The mapper\'s paths as JSON: `{"globalMapPath", "stagingPath", "publishDir", "publishPath", "podDeviceMapPath", "podDeviceMapName", "volumeDataDir", "metricsPath"}`. Caller frees `*paths_json_out` with `kcsi_string_free`.'),
     'kcsi_block_mapper_set_up_device': ('kcsi_result', (('kcsi_block_mapper *', 'm'), ('char **', 'staging_path_out'), ('kcsi_error **', 'err_out')), 'SetUpDevice: NodeStageVolume with block access at the staging path, when the driver has STAGE_UNSTAGE_VOLUME. `*staging_path_out` receives the staging path, or "" when the driver does not stage (caller frees it with `kcsi_string_free`). A final error removes the volume\'s files (vol_data.json included).'),
@@ -66,50 +147,50 @@ FUNCTIONS = {
     'kcsi_block_mapper_free': ('void', (('kcsi_block_mapper *', 'm'),), 'Frees a block mapper. Calling with NULL is fine.'),
     'kcsi_block_unmapper_new': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_name'), ('const char *', 'pod_uid'), ('kcsi_block_unmapper **', 'out'), ('kcsi_error **', 'err_out')), 'Creates a block unmapper from the volume\'s `data/vol_data.json`. `pod_uid` may be "" to only tear the device down (the kubelet\'s UnmountDevice has no pod). On success `*out` receives a handle the caller frees with `kcsi_block_unmapper_free`.'),
     'kcsi_block_unmapper_unmap_pod_device': ('kcsi_result', (('kcsi_block_unmapper *', 'u'), ('kcsi_error **', 'err_out')), "UnmapPodDevice: NodeUnpublishVolume of the pod's publish path. Needs an unmapper made with a pod UID."),
-    'kcsi_block_unmapper_tear_down_device': ('kcsi_result', (('kcsi_block_unmapper *', 'u'), ('const char *', 'global_map_path'), ('const char *', 'device_path'), ('kcsi_error **', 'err_out')), "TearDownDevice: NodeUnstageVolume when the staging path exists, then removal of the volume's leftover files without crossing a mount point. `global_map_path` and `device_path` (either may be NULL) are only logged, as upstream only logs them."),
+    'kcsi_block_unmapper_tear_down_device': ('kcsi_result', (('kcsi_block_unmapper *', 'u'), ('const char *', 'global_map_path'), ('const char *', 'device_path'), ('kcsi_error **', 'err_out')), "TearDownDevice: NodeUnstageVolume when the staging path exists, then removal of the volume's leftover files without crossing a mount point. `global_map_path` and `device_path` (either may be NULL) are only logged, as upstream only logs them. Nullable: global_map_path, device_path."),
     'kcsi_block_unmapper_free': ('void', (('kcsi_block_unmapper *', 'u'),), 'Frees a block unmapper. Calling with NULL is fine.'),
-    'kcsi_construct_block_volume_spec': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'pod_uid'), ('const char *', 'spec_name'), ('const char *', 'map_path'), ('char **', 'spec_json_out'), ('kcsi_error **', 'err_out')), 'Rebuilds a block volume\'s spec after a restart from its `data/vol_data.json`: `{"persistentVolume": <PV with name, csi.driver, csi.volumeHandle, volumeMode Block>, "readOnly": false}`. `pod_uid` and `map_path` are only logged. Caller frees `*spec_json_out` with `kcsi_string_free`.'),
-    'kcsi_error_result': ('kcsi_result', (('const kcsi_error *', 'e'),), 'The result code carried by `e`. `KCSI_ERR_INVALID_ARGUMENT` when `e` is NULL.'),
-    'kcsi_error_message': ('const char *', (('const kcsi_error *', 'e'),), 'The message of `e`: what failed, with which input. Borrowed: valid until `kcsi_error_free(e)`. NULL when `e` is NULL.'),
-    'kcsi_error_grpc_code': ('int32_t', (('const kcsi_error *', 'e'),), "The gRPC status code the CSI driver returned, or -1 when the error did not come from a driver's answer (also for a NULL `e`)."),
-    'kcsi_error_class': ('int32_t', (('const kcsi_error *', 'e'),), 'The class of `e`: `KCSI_CLASS_FINAL`, `KCSI_CLASS_UNCERTAIN` or `KCSI_CLASS_TRANSIENT`; -1 when `e` is NULL.'),
-    'kcsi_error_free': ('void', (('kcsi_error *', 'e'),), 'Frees an error. Calling with NULL is fine.'),
-    'kcsi_string_free': ('void', (('char *', 's'),), 'Frees a string kcsi returned through an `*_out` parameter. Calling with NULL is fine.'),
     'kcsi_node_expand': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'options_json'), ('bool *', 'resized_out'), ('kcsi_error **', 'err_out')), 'Expands a volume on this node (NodeExpandVolume). `options_json`: `{"spec": <spec>, "devicePath", "deviceMountPath", "deviceStagePath", "newSize": "<quantity>", "oldSize": "<quantity>"}`; block volumes (`volumeMode: Block`) are expanded at `devicePath`, others at `deviceMountPath`. On success `*resized_out` is true. A driver without EXPAND_VOLUME gives `KCSI_ERR_NOT_SUPPORTED` (the volume was not resized). The driver\'s gRPC code stays on the error: FailedPrecondition (in use) and InvalidArgument / OutOfRange / NotFound (infeasible) are final; codes that may still be in progress are uncertain.'),
-    'kcsi_host_new': ('kcsi_result', (('const char *', 'config_json'), ('kcsi_host **', 'host_out'), ('kcsi_error **', 'err_out')), 'Creates a host from `config_json` (see the C API contract: `nodeName` and `rootDir` are required; unknown keys are rejected). On success `*host_out` receives a host the caller owns and frees with `kcsi_host_free`; on error it is unchanged.'),
-    'kcsi_host_status': ('kcsi_result', (('kcsi_host *', 'h'), ('char **', 'status_json_out'), ('kcsi_error **', 'err_out')), 'The host\'s status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...}`. Caller frees `*status_json_out` with `kcsi_string_free`.'),
-    'kcsi_host_free': ('void', (('kcsi_host *', 'h'),), 'Frees a host. Handles created from it stay valid and then fail with `KCSI_ERR_FAILED_PRECONDITION`. Calling with NULL is fine.'),
-    'kcsi_set_log_callback': ('kcsi_result', (('kcsi_log_fn', 'cb'), ('void *', 'user_data'), ('int32_t', 'max_level'), ('kcsi_error **', 'err_out')), "Routes kcsi's log records with a level up to `max_level` (0 error .. 4 trace) to `cb`, or back to stderr when `cb` is NULL. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a callback."),
-    'kcsi_mounter_new': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('const char *', 'pod_json'), ('kcsi_mounter **', 'out'), ('kcsi_error **', 'err_out')), 'Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does no I/O and needs no registered driver. Unsafe pod UIDs or volume names are `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with `kcsi_mounter_free`; on error it is unchanged.'),
-    'kcsi_mounter_path': ('kcsi_result', (('kcsi_mounter *', 'm'), ('char **', 'path_out'), ('kcsi_error **', 'err_out')), 'The mount path the volume is published at: `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>/mount`. Caller frees `*path_out` with `kcsi_string_free`.'),
-    'kcsi_mounter_set_up': ('kcsi_result', (('kcsi_mounter *', 'm'), ('const char *', 'args_json'), ('kcsi_error **', 'err_out')), 'Publishes the volume (the kubelet\'s `SetUp`): NodePublishVolume into the mount path, with `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int, "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string}`, all optional, unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final (then the directory is removed unless something is mounted on it).'),
-    'kcsi_mounter_metrics': ('kcsi_result', (('kcsi_mounter *', 'm'), ('char **', 'metrics_json_out'), ('kcsi_error **', 'err_out')), 'The published volume\'s usage from NodeGetVolumeStats as JSON: `{"time", "capacityBytes", "availableBytes", "usedBytes", "inodes", "inodesFree", "inodesUsed"}`, plus `"abnormal"` and `"message"` when the gate `CSIVolumeHealth` is on and the driver reports volume conditions. `KCSI_ERR_NOT_SUPPORTED` when the driver lacks GET_VOLUME_STATS. Caller frees `*metrics_json_out` with `kcsi_string_free`.'),
-    'kcsi_mounter_free': ('void', (('kcsi_mounter *', 'm'),), 'Frees a mounter (the volume stays published). Calling with NULL is fine.'),
-    'kcsi_unmounter_new': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_name'), ('const char *', 'pod_uid'), ('kcsi_unmounter **', 'out'), ('kcsi_error **', 'err_out')), 'Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json` its SetUp wrote (so it works after a restart, with a new host). A missing file is `KCSI_ERR_NOT_FOUND`, a corrupt one `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`.'),
-    'kcsi_unmounter_tear_down': ('kcsi_result', (('kcsi_unmounter *', 'u'), ('kcsi_error **', 'err_out')), "Tears the volume down (the kubelet's `TearDown`): NodeUnpublishVolume, then removes the mount dir and `vol_data.json` unless the target is still mounted. A driver that is not registered is transient; a failed NodeUnpublishVolume is final."),
-    'kcsi_unmounter_free': ('void', (('kcsi_unmounter *', 'u'),), 'Frees an unmounter. Calling with NULL is fine.'),
-    'kcsi_get_volume_name': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('char **', 'name_out'), ('kcsi_error **', 'err_out')), 'The unique volume name `<driver>^<volumeHandle>` of a PersistentVolume spec (inline volumes have none: `KCSI_ERR_INVALID_ARGUMENT`). Caller frees `*name_out` with `kcsi_string_free`.'),
-    'kcsi_can_support': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('bool *', 'out'), ('kcsi_error **', 'err_out')), 'Whether the spec has a CSI source (PV or inline).'),
-    'kcsi_can_attach': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('bool *', 'out'), ('kcsi_error **', 'err_out')), 'Whether the volume needs attaching: false for inline volumes and for drivers whose CSIDriver says `attachRequired: false`; true when no CSIDriver exists.'),
-    'kcsi_can_device_mount': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('bool *', 'out'), ('kcsi_error **', 'err_out')), 'Whether the volume is device-mounted (staged): true for PersistentVolumes, false for inline volumes.'),
-    'kcsi_requires_remount': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'spec_json'), ('bool *', 'out'), ('kcsi_error **', 'err_out')), "Whether the volume must be re-published periodically (the CSIDriver's `requiresRepublish`); false when the driver has no CSIDriver object."),
     'kcsi_construct_volume_spec': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'volume_name'), ('const char *', 'mount_path'), ('char **', 'reconstructed_json_out'), ('kcsi_error **', 'err_out')), 'Rebuilds the spec of a mounted volume from `<mount_path>/vol_data.json`, `mount_path` being the per-volume dir `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>` (anything outside `<rootDir>/pods/` is `KCSI_ERR_INVALID_ARGUMENT`). `*reconstructed_json_out` receives `{"spec": <spec_json as the other calls take it>, "seLinuxMountContext": "<label or empty>"}`: a PersistentVolume (volumeMode Filesystem) with driver and handle, or for an ephemeral volume an inline Volume with its driver. A missing file is `KCSI_ERR_NOT_FOUND`. Caller frees the string with `kcsi_string_free`.'),
-    'kcsi_validate_plugin': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'name'), ('const char *', 'endpoint'), ('const char *const *', 'versions'), ('size_t', 'versions_len'), ('kcsi_error **', 'err_out')), "Checks a driver's name, endpoint and supported versions as the kubelet's `ValidatePlugin` does, without registering anything. `versions` is an array of `versions_len` strings."),
-    'kcsi_register_plugin': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'name'), ('const char *', 'endpoint'), ('const char *const *', 'versions'), ('size_t', 'versions_len'), ('int64_t', 'timeout_ms'), ('kcsi_error **', 'err_out')), "Registers a CSI driver as the kubelet's `RegisterPlugin` does: stores it, calls `NodeGetInfo` over its socket and publishes the node info (with a kubeconfig: Node and CSINode). Any failure rolls the registration back. Blocks for at most `timeout_ms` milliseconds (`<= 0`: the host's timeout)."),
-    'kcsi_deregister_plugin': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'name'), ('kcsi_error **', 'err_out')), "Deregisters a CSI driver as the kubelet's `DeRegisterPlugin` does and removes its node info. `KCSI_ERR_NOT_FOUND` when no driver of that name is registered (node info is still cleaned up)."),
-    'kcsi_list_drivers': ('kcsi_result', (('kcsi_host *', 'h'), ('char **', 'drivers_json_out'), ('kcsi_error **', 'err_out')), 'The registered drivers as a JSON array of `{"name", "endpoint", "highestSupportedVersion", "nodeId", "maxVolumesPerNode", "topology"}`, sorted by name. Caller frees `*drivers_json_out` with `kcsi_string_free`.'),
+    'kcsi_construct_block_volume_spec': ('kcsi_result', (('kcsi_host *', 'h'), ('const char *', 'pod_uid'), ('const char *', 'spec_name'), ('const char *', 'map_path'), ('char **', 'spec_json_out'), ('kcsi_error **', 'err_out')), 'Rebuilds a block volume\'s spec after a restart from its `data/vol_data.json`: `{"persistentVolume": <PV with name, csi.driver, csi.volumeHandle, volumeMode Block>, "readOnly": false}`. `pod_uid` and `map_path` are only logged. Caller frees `*spec_json_out` with `kcsi_string_free`.'),
+    'kcsi_set_log_callback': ('kcsi_result', (('kcsi_log_fn', 'cb'), ('void *', 'user_data'), ('int32_t', 'max_level'), ('kcsi_error **', 'err_out')), "Routes kcsi's log records with a level up to `max_level` (0 error .. 4 trace) to `cb`, or back to stderr when `cb` is NULL. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a callback. Nullable: cb, user_data."),
 }
 
 # name -> (restype, argtypes)
 CTYPES = {
     'kcsi_version': (ctypes.c_char_p, []),
     'kcsi_result_name': (ctypes.c_char_p, [ctypes.c_int32]),
+    'kcsi_error_result': (ctypes.c_int32, [ctypes.POINTER(kcsi_error)]),
+    'kcsi_error_message': (ctypes.c_char_p, [ctypes.POINTER(kcsi_error)]),
+    'kcsi_error_grpc_code': (ctypes.c_int32, [ctypes.POINTER(kcsi_error)]),
+    'kcsi_error_class': (ctypes.c_int32, [ctypes.POINTER(kcsi_error)]),
+    'kcsi_error_free': (None, [ctypes.POINTER(kcsi_error)]),
+    'kcsi_string_free': (None, [ctypes.POINTER(ctypes.c_char)]),
+    'kcsi_host_new': (ctypes.c_int32, [ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_host)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_host_status': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_host_free': (None, [ctypes.POINTER(kcsi_host)]),
+    'kcsi_validate_plugin': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_register_plugin': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_deregister_plugin': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_list_drivers': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_get_volume_name': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_can_support': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_can_attach': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_can_device_mount': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_requires_remount': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_attacher_new': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.POINTER(ctypes.POINTER(kcsi_attacher)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_attacher_wait_for_attach': (ctypes.c_int32, [ctypes.POINTER(kcsi_attacher), ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_attacher_device_mount_path': (ctypes.c_int32, [ctypes.POINTER(kcsi_attacher), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_attacher_mount_device': (ctypes.c_int32, [ctypes.POINTER(kcsi_attacher), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_attacher_unmount_device': (ctypes.c_int32, [ctypes.POINTER(kcsi_attacher), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_attacher_free': (None, [ctypes.POINTER(kcsi_attacher)]),
+    'kcsi_mounter_new': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_mounter)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_mounter_path': (ctypes.c_int32, [ctypes.POINTER(kcsi_mounter), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_mounter_set_up': (ctypes.c_int32, [ctypes.POINTER(kcsi_mounter), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_mounter_metrics': (ctypes.c_int32, [ctypes.POINTER(kcsi_mounter), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_mounter_free': (None, [ctypes.POINTER(kcsi_mounter)]),
+    'kcsi_unmounter_new': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_unmounter)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_unmounter_tear_down': (ctypes.c_int32, [ctypes.POINTER(kcsi_unmounter), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_unmounter_free': (None, [ctypes.POINTER(kcsi_unmounter)]),
     'kcsi_block_mapper_new': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_block_mapper)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_block_mapper_paths': (ctypes.c_int32, [ctypes.POINTER(kcsi_block_mapper), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_block_mapper_set_up_device': (ctypes.c_int32, [ctypes.POINTER(kcsi_block_mapper), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
@@ -119,36 +200,10 @@ CTYPES = {
     'kcsi_block_unmapper_unmap_pod_device': (ctypes.c_int32, [ctypes.POINTER(kcsi_block_unmapper), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_block_unmapper_tear_down_device': (ctypes.c_int32, [ctypes.POINTER(kcsi_block_unmapper), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_block_unmapper_free': (None, [ctypes.POINTER(kcsi_block_unmapper)]),
-    'kcsi_construct_block_volume_spec': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_error_result': (ctypes.c_int32, [ctypes.POINTER(kcsi_error)]),
-    'kcsi_error_message': (ctypes.c_char_p, [ctypes.POINTER(kcsi_error)]),
-    'kcsi_error_grpc_code': (ctypes.c_int32, [ctypes.POINTER(kcsi_error)]),
-    'kcsi_error_class': (ctypes.c_int32, [ctypes.POINTER(kcsi_error)]),
-    'kcsi_error_free': (None, [ctypes.POINTER(kcsi_error)]),
-    'kcsi_string_free': (None, [ctypes.POINTER(ctypes.c_char)]),
     'kcsi_node_expand': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_host_new': (ctypes.c_int32, [ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_host)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_host_status': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_host_free': (None, [ctypes.POINTER(kcsi_host)]),
-    'kcsi_set_log_callback': (ctypes.c_int32, [kcsi_log_fn, ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_mounter_new': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_mounter)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_mounter_path': (ctypes.c_int32, [ctypes.POINTER(kcsi_mounter), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_mounter_set_up': (ctypes.c_int32, [ctypes.POINTER(kcsi_mounter), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_mounter_metrics': (ctypes.c_int32, [ctypes.POINTER(kcsi_mounter), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_mounter_free': (None, [ctypes.POINTER(kcsi_mounter)]),
-    'kcsi_unmounter_new': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_unmounter)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_unmounter_tear_down': (ctypes.c_int32, [ctypes.POINTER(kcsi_unmounter), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_unmounter_free': (None, [ctypes.POINTER(kcsi_unmounter)]),
-    'kcsi_get_volume_name': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_can_support': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_can_attach': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_can_device_mount': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_requires_remount': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.c_bool), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
     'kcsi_construct_volume_spec': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_validate_plugin': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_register_plugin': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_deregister_plugin': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
-    'kcsi_list_drivers': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_construct_block_volume_spec': (ctypes.c_int32, [ctypes.POINTER(kcsi_host), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
+    'kcsi_set_log_callback': (ctypes.c_int32, [kcsi_log_fn, ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(kcsi_error))]),
 }
 
 
