@@ -1,5 +1,5 @@
 //! The node info manager against a real kube-apiserver: upstream nodeinfomanager_test.go's
-//! cases (reference §5.6), each on its own Node, driven directly.
+//! cases (upstream `pkg/volume/csi/nodeinfomanager/nodeinfomanager_test.go`), each on its own Node, driven directly.
 
 mod common;
 mod kube_support;

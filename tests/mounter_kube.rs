@@ -1,5 +1,5 @@
 //! Mounter against a real kube-apiserver: the CSIDriver, VolumeAttachment, Secret and
-//! service-account token lookups of SetUp (reference §1.6 steps 6–10), through the C API.
+//! service-account token lookups of SetUp (upstream `pkg/volume/csi/csi_mounter.go SetUpAt`), through the C API.
 
 mod common;
 mod kube_support;

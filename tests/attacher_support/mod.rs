@@ -11,10 +11,10 @@ use std::ptr;
 use kcsi::csi::proto::csi;
 use kcsi::ffi::attacher::*;
 use kcsi::ffi::block::*;
-use kcsi::ffi::reconstruct::kcsi_construct_block_volume_spec;
 use kcsi::ffi::error::*;
 use kcsi::ffi::expand::kcsi_node_expand;
 use kcsi::ffi::host::*;
+use kcsi::ffi::reconstruct::kcsi_construct_block_volume_spec;
 use kcsi::ffi::registration::kcsi_register_plugin;
 use serde_json::{json, Value};
 

@@ -56,7 +56,7 @@ def test_deregister_unknown_driver_is_not_found(host):
         host.deregister_plugin("nobody.example.com")
 
 
-# Upstream TestValidatePlugin (k8s-csi-behaviour.md §3.3) plus ParseGeneric edge cases.
+# Upstream TestValidatePlugin (pkg/volume/csi/csi_plugin_test.go) plus ParseGeneric edge cases.
 VALID_VERSIONS = [
     (["v1.0.0"], "1.0.0"),
     (["0.2.0", "v1.0.0"], "1.0.0"),
