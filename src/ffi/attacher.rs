@@ -8,7 +8,7 @@ use super::boundary::{
     free_box, guard, guard_value, json_arg, opt_json_arg, out_arg, str_arg, write_string,
 };
 use super::error::kcsi_error;
-use super::handle::{child_arg, handle_arg, handle_out, impl_handle, write_handle, Child};
+use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
 use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::runtime;
@@ -29,7 +29,7 @@ pub extern "C" fn kcsi_attacher_new(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
-        handle_out(out)?;
+        out_arg(out, "out")?;
         write_handle(out, Child::new(&host, ()));
         Ok(())
     })

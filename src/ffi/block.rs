@@ -10,7 +10,7 @@ use super::boundary::{
     free_box, guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_string,
 };
 use super::error::kcsi_error;
-use super::handle::{child_arg, handle_arg, handle_out, impl_handle, write_handle, Child};
+use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
 use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::runtime;
@@ -41,7 +41,7 @@ pub extern "C" fn kcsi_block_mapper_new(
         let host = handle_arg(h)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
-        handle_out(out)?;
+        out_arg(out, "out")?;
         let mapper = BlockMapper::new(&host, spec, pod)?;
         write_handle(out, Child::new(&host, mapper));
         Ok(())
@@ -125,7 +125,7 @@ pub extern "C" fn kcsi_block_unmapper_new(
         let host = handle_arg(h)?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
-        handle_out(out)?;
+        out_arg(out, "out")?;
         let unmapper = BlockUnmapper::new(&host, spec_name, pod_uid)?;
         write_handle(out, Child::new(&host, unmapper));
         Ok(())

@@ -9,7 +9,6 @@
 
 use std::sync::{Arc, Weak};
 
-use super::boundary::out_arg;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
 
@@ -75,12 +74,7 @@ pub(crate) fn child_arg<T, H: Handle<Inner = Child<T>>>(
     Ok((host, child))
 }
 
-/// Checks an output slot for a new handle before any work is done.
-pub(crate) fn handle_out<H>(out: *mut *mut H) -> Result<()> {
-    out_arg(out, "out")
-}
-
-/// Hands a new handle to the caller through a slot checked with [`handle_out`].
+/// Hands a new handle to the caller through a slot checked with `out_arg`.
 pub(crate) fn write_handle<H: Handle>(out: *mut *mut H, inner: H::Inner) {
     let raw = Box::into_raw(Box::new(H::wrap(Arc::new(inner))));
     unsafe { *out = raw };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::boundary::{free_box, guard, guard_value, out_arg, str_arg, write_string};
 use super::error::kcsi_error;
-use super::handle::{handle_arg, handle_out, impl_handle, write_handle};
+use super::handle::{handle_arg, impl_handle, write_handle};
 use super::kcsi_result;
 use crate::config::HostConfig;
 use crate::host::Host;
@@ -26,7 +26,7 @@ pub extern "C" fn kcsi_host_new(
 ) -> kcsi_result {
     guard!(err_out, || {
         let config = HostConfig::from_json(str_arg(config_json, "config_json")?)?;
-        handle_out(host_out)?;
+        out_arg(host_out, "host_out")?;
         logging::init();
         let _rt = runtime::handle()?.enter();
         write_handle(host_out, Host::new(config)?);

@@ -9,7 +9,7 @@ use super::boundary::{
     free_box, guard, guard_value, json_arg, opt_json_arg, out_arg, str_arg, write_string,
 };
 use super::error::kcsi_error;
-use super::handle::{child_arg, handle_arg, handle_out, impl_handle, write_handle, Child};
+use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
 use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::error::Error;
@@ -42,7 +42,7 @@ pub extern "C" fn kcsi_mounter_new(
         let host = handle_arg(h)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
-        handle_out(out)?;
+        out_arg(out, "out")?;
         let mounter = Mounter::new(&host, spec, pod)?;
         write_handle(out, Child::new(&host, mounter));
         Ok(())
@@ -130,7 +130,7 @@ pub extern "C" fn kcsi_unmounter_new(
         let host = handle_arg(h)?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
-        handle_out(out)?;
+        out_arg(out, "out")?;
         let unmounter = Unmounter::new(&host, spec_name, pod_uid)?;
         write_handle(out, Child::new(&host, unmounter));
         Ok(())
