@@ -9,7 +9,7 @@ if [ -z "${KCSI_LIB:-}" ] && [ ! -e target/release/libkcsi.so ]; then
   make --no-print-directory build
 fi
 # The driver processes the tests start must be built (`make peers`; scripts/test.sh does it).
-for peer in mockdriver standin; do scripts/peers/path.sh "$peer" >/dev/null || exit 1; done
+for peer in mockdriver hostpath faultdriver; do scripts/peers/path.sh "$peer" >/dev/null || exit 1; done
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet pytest
 
 # The ctypes signatures must be the ones generated from the committed header.
