@@ -51,6 +51,46 @@ fn staged_volume(d: &DriverProcess, host: &Host, name: &str) -> (String, PathBuf
     (handle, staging)
 }
 
+/// A PV `name` on `driver`, a fresh host with the driver registered, and the PV's mounter.
+struct Volume {
+    m: Mounter,
+    node: Host,
+    driver: DriverProcess,
+    handle: String,
+}
+
+impl Volume {
+    /// For a driver without staging (the fault driver's tests).
+    fn new(driver: DriverProcess, config: Value, name: &str) -> Volume {
+        let handle = driver.create_volume(name, false, 0);
+        Self::with(driver, config, name, handle)
+    }
+
+    /// Staged first, for the real hostpath driver.
+    fn staged(driver: DriverProcess, config: Value, name: &str) -> Volume {
+        let node = Host::new(config);
+        let (handle, _) = staged_volume(&driver, &node, name);
+        Self::on(driver, node, name, handle)
+    }
+
+    fn with(driver: DriverProcess, config: Value, name: &str, handle: String) -> Volume {
+        Self::on(driver, Host::new(config), name, handle)
+    }
+
+    fn on(driver: DriverProcess, node: Host, name: &str, handle: String) -> Volume {
+        node.register_driver(&driver);
+        let m = node
+            .mounter(&pv_spec(name, &handle), &pod(POD_UID))
+            .unwrap();
+        Volume {
+            m,
+            node,
+            driver,
+            handle,
+        }
+    }
+}
+
 fn last_publish(d: &DriverProcess) -> Value {
     d.last_request("NodePublishVolume")
 }
@@ -531,14 +571,12 @@ fn missing_volume_attachment_is_transient() {
 
 #[test]
 fn deadline_exceeded_from_driver_is_uncertain_and_keeps_volume_data() {
-    let driver = DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodePublishVolume=4"]);
-    let node = Host::new(no_attach(json!({})));
-    node.register_driver(&driver);
-    let handle = driver.create_volume("pv-dl", false, 0);
-    let m = node
-        .mounter(&pv_spec("pv-dl", &handle), &pod(POD_UID))
-        .unwrap();
-    let err = m.set_up(None).unwrap_err();
+    let v = Volume::new(
+        DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodePublishVolume=4"]),
+        no_attach(json!({})),
+        "pv-dl",
+    );
+    let err = v.m.set_up(None).unwrap_err();
     assert_eq!(
         (err.class, err.grpc),
         (KCSI_CLASS_UNCERTAIN, 4),
@@ -551,100 +589,90 @@ fn deadline_exceeded_from_driver_is_uncertain_and_keeps_volume_data() {
         err.message
     );
     assert_eq!(
-        vol_data(&m.path())["volumeHandle"],
-        handle.as_str(),
+        vol_data(&v.m.path())["volumeHandle"],
+        v.handle.as_str(),
         "kept for a later teardown"
     );
 }
 
 #[test]
 fn publish_outliving_the_host_timeout_is_uncertain() {
-    let driver = DriverProcess::faulty_unstaged("node-1", &["--hang-rpc=NodePublishVolume"]);
     let mut config = no_attach(json!({}));
     config["timeoutSeconds"] = json!(2);
-    let node = Host::new(config);
-    node.register_driver(&driver);
-    let handle = driver.create_volume("pv-hang", false, 0);
-    let m = node
-        .mounter(&pv_spec("pv-hang", &handle), &pod(POD_UID))
-        .unwrap();
-    let err = m.set_up(None).unwrap_err();
+    let v = Volume::new(
+        DriverProcess::faulty_unstaged("node-1", &["--hang-rpc=NodePublishVolume"]),
+        config,
+        "pv-hang",
+    );
+    let err = v.m.set_up(None).unwrap_err();
     assert_eq!(err.class, KCSI_CLASS_UNCERTAIN, "{}", err.message);
-    assert!(m.path().parent().unwrap().join("vol_data.json").exists());
+    assert!(v.m.path().parent().unwrap().join("vol_data.json").exists());
 }
 
 #[test]
 fn driver_killed_mid_publish_is_uncertain() {
-    let mut driver = DriverProcess::faulty_unstaged("node-1", &["--hang-rpc=NodePublishVolume"]);
-    let node = Host::new(no_attach(json!({})));
-    node.register_driver(&driver);
-    let handle = driver.create_volume("pv-kill", false, 0);
-    let m = node
-        .mounter(&pv_spec("pv-kill", &handle), &pod(POD_UID))
-        .unwrap();
+    let mut v = Volume::new(
+        DriverProcess::faulty_unstaged("node-1", &["--hang-rpc=NodePublishVolume"]),
+        no_attach(json!({})),
+        "pv-kill",
+    );
     let err = std::thread::scope(|s| {
-        let publishing = s.spawn(|| m.set_up(None));
+        let publishing = s.spawn(|| v.m.set_up(None));
         // Capabilities are logged once answered; the publish hangs right after.
         common::wait_for("the capability probe", Duration::from_secs(10), || {
-            !driver.requests("NodeGetCapabilities").is_empty()
+            !v.driver.requests("NodeGetCapabilities").is_empty()
         });
         std::thread::sleep(Duration::from_millis(300));
-        driver.kill();
+        v.driver.kill();
         publishing.join().unwrap()
     })
     .unwrap_err();
     assert_eq!(err.class, KCSI_CLASS_UNCERTAIN, "{}", err.message);
     assert!(
-        m.path().parent().unwrap().join("vol_data.json").exists(),
+        v.m.path().parent().unwrap().join("vol_data.json").exists(),
         "kept for a later teardown"
     );
 }
 
 #[test]
 fn restarted_driver_on_same_socket_serves_next_call() {
-    let mut driver = DriverProcess::hostpath("node-1", &[]);
-    let node = Host::new(no_attach(json!({})));
-    node.register_driver(&driver);
-    let (handle, _) = staged_volume(&driver, &node, "pv-restart");
-    let m = node
-        .mounter(&pv_spec("pv-restart", &handle), &pod(POD_UID))
-        .unwrap();
-    m.set_up(None).unwrap();
-    driver.restart();
-    assert!(m.metrics().unwrap()["capacityBytes"].as_i64().unwrap() > 0);
-    driver.restart();
-    node.tear_down("pv-restart", POD_UID).unwrap();
-    assert!(!m.path().parent().unwrap().exists());
+    let mut v = Volume::staged(
+        DriverProcess::hostpath("node-1", &[]),
+        no_attach(json!({})),
+        "pv-restart",
+    );
+    v.m.set_up(None).unwrap();
+    v.driver.restart();
+    assert!(v.m.metrics().unwrap()["capacityBytes"].as_i64().unwrap() > 0);
+    v.driver.restart();
+    v.node.tear_down("pv-restart", POD_UID).unwrap();
+    assert!(!v.m.path().parent().unwrap().exists());
 }
 
 #[test]
 fn deregistered_driver_is_transient() {
-    let driver = DriverProcess::hostpath("node-1", &[]);
-    let node = Host::new(no_attach(json!({})));
-    node.register_driver(&driver);
-    let (handle, _) = staged_volume(&driver, &node, "pv-dereg");
-    let m = node
-        .mounter(&pv_spec("pv-dereg", &handle), &pod(POD_UID))
-        .unwrap();
-    m.set_up(None).unwrap();
-    node.deregister(DRIVER);
-    let err = node.tear_down("pv-dereg", POD_UID).unwrap_err();
+    let v = Volume::staged(
+        DriverProcess::hostpath("node-1", &[]),
+        no_attach(json!({})),
+        "pv-dereg",
+    );
+    v.m.set_up(None).unwrap();
+    v.node.deregister(DRIVER);
+    let err = v.node.tear_down("pv-dereg", POD_UID).unwrap_err();
     assert_eq!(err.class, KCSI_CLASS_TRANSIENT);
-    assert!(is_mounted(&m.path()), "nothing changed");
-    node.register_driver(&driver);
-    node.tear_down("pv-dereg", POD_UID).unwrap();
+    assert!(is_mounted(&v.m.path()), "nothing changed");
+    v.node.register_driver(&v.driver);
+    v.node.tear_down("pv-dereg", POD_UID).unwrap();
 }
 
 #[test]
 fn final_publish_error_removes_dir_and_volume_data() {
-    let driver = DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodePublishVolume=9"]);
-    let node = Host::new(no_attach(json!({})));
-    node.register_driver(&driver);
-    let handle = driver.create_volume("pv-fail", false, 0);
-    let m = node
-        .mounter(&pv_spec("pv-fail", &handle), &pod(POD_UID))
-        .unwrap();
-    let err = m.set_up(None).unwrap_err();
+    let v = Volume::new(
+        DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodePublishVolume=9"]),
+        no_attach(json!({})),
+        "pv-fail",
+    );
+    let err = v.m.set_up(None).unwrap_err();
     assert_eq!(
         (err.result, err.class, err.grpc),
         (KCSI_ERR_DRIVER, KCSI_CLASS_FINAL, 9),
@@ -652,49 +680,45 @@ fn final_publish_error_removes_dir_and_volume_data() {
         err.message
     );
     assert!(
-        !m.path().parent().unwrap().exists(),
+        !v.m.path().parent().unwrap().exists(),
         "dir and vol_data.json removed"
     );
 }
 
 #[test]
 fn final_publish_error_keeps_dir_that_is_mounted() {
-    let driver = DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodePublishVolume=9"]);
-    let node = Host::new(no_attach(json!({})));
-    node.register_driver(&driver);
-    let handle = driver.create_volume("pv-busy", false, 0);
-    let m = node
-        .mounter(&pv_spec("pv-busy", &handle), &pod(POD_UID))
-        .unwrap();
+    let v = Volume::new(
+        DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodePublishVolume=9"]),
+        no_attach(json!({})),
+        "pv-busy",
+    );
     // Something (an earlier publish) is mounted at the target already.
-    std::fs::create_dir_all(m.path()).unwrap();
+    std::fs::create_dir_all(v.m.path()).unwrap();
     let status = std::process::Command::new("mount")
         .args(["-t", "tmpfs", "tmpfs"])
-        .arg(m.path())
+        .arg(v.m.path())
         .status()
         .unwrap();
     assert!(status.success());
-    let err = m.set_up(None).unwrap_err();
+    let err = v.m.set_up(None).unwrap_err();
     assert_eq!(err.class, KCSI_CLASS_FINAL);
-    assert!(is_mounted(&m.path()));
+    assert!(is_mounted(&v.m.path()));
     assert_eq!(
-        vol_data(&m.path())["volumeHandle"],
-        handle.as_str(),
+        vol_data(&v.m.path())["volumeHandle"],
+        v.handle.as_str(),
         "kept: the target is mounted"
     );
 }
 
 #[test]
 fn teardown_failure_is_final_and_keeps_dir_until_a_retry_succeeds() {
-    let driver = DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodeUnpublishVolume=13:1"]);
-    let node = Host::new(no_attach(json!({})));
-    node.register_driver(&driver);
-    let handle = driver.create_volume("pv-td", false, 0);
-    let m = node
-        .mounter(&pv_spec("pv-td", &handle), &pod(POD_UID))
-        .unwrap();
-    m.set_up(None).unwrap();
-    let err = node.tear_down("pv-td", POD_UID).unwrap_err();
+    let v = Volume::new(
+        DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodeUnpublishVolume=13:1"]),
+        no_attach(json!({})),
+        "pv-td",
+    );
+    v.m.set_up(None).unwrap();
+    let err = v.node.tear_down("pv-td", POD_UID).unwrap_err();
     assert_eq!(
         (err.result, err.class, err.grpc),
         (KCSI_ERR_DRIVER, KCSI_CLASS_FINAL, 13)
@@ -705,10 +729,10 @@ fn teardown_failure_is_final_and_keeps_dir_until_a_retry_succeeds() {
         "{}",
         err.message
     );
-    assert!(is_mounted(&m.path()));
-    assert!(m.path().parent().unwrap().join("vol_data.json").exists());
-    node.tear_down("pv-td", POD_UID).unwrap();
-    assert!(!m.path().parent().unwrap().exists());
+    assert!(is_mounted(&v.m.path()));
+    assert!(v.m.path().parent().unwrap().join("vol_data.json").exists());
+    v.node.tear_down("pv-td", POD_UID).unwrap();
+    assert!(!v.m.path().parent().unwrap().exists());
 }
 
 #[test]
@@ -740,18 +764,16 @@ fn unmounter_needs_volume_data() {
 
 #[test]
 fn metrics_need_get_volume_stats_and_report_condition_with_csi_volume_health() {
-    let driver = DriverProcess::hostpath("node-1", &[]);
-    let node = Host::new(json!({
-        "featureGates": {"CSIVolumeHealth": true},
-        "csiDrivers": [csi_driver(json!({"attachRequired": false}))]
-    }));
-    node.register_driver(&driver);
-    let (handle, _) = staged_volume(&driver, &node, "pv-m");
-    let m = node
-        .mounter(&pv_spec("pv-m", &handle), &pod(POD_UID))
-        .unwrap();
-    m.set_up(None).unwrap();
-    let metrics = m.metrics().unwrap();
+    let v = Volume::staged(
+        DriverProcess::hostpath("node-1", &[]),
+        json!({
+            "featureGates": {"CSIVolumeHealth": true},
+            "csiDrivers": [csi_driver(json!({"attachRequired": false}))]
+        }),
+        "pv-m",
+    );
+    v.m.set_up(None).unwrap();
+    let metrics = v.m.metrics().unwrap();
     // The driver's own verdict, passed through: hostpathplugin (pkg/hostpath/healthcheck.go
     // checkMountPointExist) looks for its volume under /var/lib/kubelet/pods only, so a host
     // rooted elsewhere gets "not mounted".
@@ -759,7 +781,7 @@ fn metrics_need_get_volume_stats_and_report_condition_with_csi_volume_health() {
         (&metrics["abnormal"], &metrics["message"]),
         (&json!(true), &json!("The volume isn't mounted"))
     );
-    node.tear_down("pv-m", POD_UID).unwrap();
+    v.node.tear_down("pv-m", POD_UID).unwrap();
 
     let no_stats = DriverProcess::faulty_unstaged(
         "node-1",
