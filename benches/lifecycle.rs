@@ -16,12 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::capi::*;
+use common::driver::capability;
 use common::mounts_below;
 use kcsi::csi::proto::csi;
 use kcsi::csi::proto::csi::node_client::NodeClient;
-use kcsi::csi::proto::csi::volume_capability::{
-    access_mode::Mode, AccessMode, AccessType, BlockVolume, MountVolume,
-};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 
@@ -71,20 +69,6 @@ fn kcsi_block_lifecycle(host: &Host, spec: &Value, pod_uid: &str) {
         .unwrap()
         .tear_down_device("")
         .unwrap();
-}
-
-fn capability(block: bool) -> csi::VolumeCapability {
-    let access_type = if block {
-        AccessType::Block(BlockVolume {})
-    } else {
-        AccessType::Mount(MountVolume::default())
-    };
-    csi::VolumeCapability {
-        access_type: Some(access_type),
-        access_mode: Some(AccessMode {
-            mode: Mode::SingleNodeMultiWriter as i32,
-        }),
-    }
 }
 
 /// The same driver work as bare RPCs; the directories are the ones the CO must create.
@@ -174,20 +158,7 @@ fn run_floor(socket: &Path, scratch: &Path, ids: &[String], block: bool) -> Figu
         .enable_all()
         .build()
         .unwrap();
-    let socket = socket.to_path_buf();
-    let channel = rt.block_on(async move {
-        tonic::transport::Endpoint::from_static("http://localhost")
-            .connect_with_connector(tower::service_fn(move |_| {
-                let socket = socket.clone();
-                async move {
-                    tokio::net::UnixStream::connect(socket)
-                        .await
-                        .map(hyper_util::rt::TokioIo::new)
-                }
-            }))
-            .await
-            .unwrap()
-    });
+    let channel = rt.block_on(common::driver::channel(socket));
     let client = NodeClient::new(channel);
     let one = |id: &str, tag: String| {
         let (c, dir, id) = (client.clone(), scratch.join(tag), id.to_string());

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::capi::{call, cstr, take_json, CErr, Host as CHost};
-use common::{host_config, short_tempdir, DriverProcess, DRIVER};
+use common::{driver_names, host_config, short_tempdir, DriverProcess, DRIVER};
 use kcsi::config::HostConfig;
 use kcsi::csi::registration;
 use kcsi::error::{ErrorClass, ErrorKind};
@@ -44,15 +44,6 @@ fn register(
     .unwrap()
 }
 
-fn listed_names(host: &Host) -> Vec<String> {
-    host.drivers_json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn register_lists_node_info_and_deregister_removes_it() {
     let driver = DriverProcess::hostpath("node-a", &["--maxvolumespernode=7"]);
@@ -70,7 +61,7 @@ fn register_lists_node_info_and_deregister_removes_it() {
     runtime::block_on(registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap();
-    assert!(listed_names(&host).is_empty());
+    assert!(driver_names(&host).is_empty());
     let again = runtime::block_on(registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap_err();
@@ -120,7 +111,7 @@ fn validate_follows_upstream_version_table() {
         assert_eq!(err.kind, ErrorKind::UnsupportedVersion, "{versions:?}");
         assert!(err.message.starts_with("validation failed for CSI Driver d at endpoint /tmp/x.sock: kubernetes.io/csi: ValidatePlugin for CSI driver \"d\" failed."), "{}", err.message);
     }
-    assert!(listed_names(&host).is_empty());
+    assert!(driver_names(&host).is_empty());
 }
 
 #[test]
@@ -242,7 +233,7 @@ fn sixteen_concurrent_registrations_all_succeed() {
     for t in threads {
         t.join().unwrap().unwrap();
     }
-    assert_eq!(listed_names(&host).len(), 16);
+    assert_eq!(driver_names(&host).len(), 16);
 }
 
 #[test]
@@ -271,14 +262,14 @@ fn two_hosts_never_see_each_others_drivers() {
     let (_r1, h1) = host("node-a");
     let (_r2, h2) = host("node-b");
     register(&h1, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
-    assert_eq!(listed_names(&h1), vec![DRIVER]);
-    assert!(listed_names(&h2).is_empty());
+    assert_eq!(driver_names(&h1), vec![DRIVER]);
+    assert!(driver_names(&h2).is_empty());
     // The same name registers independently on the other host.
     register(&h2, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     runtime::block_on(registration::deregister(&h1, DRIVER))
         .unwrap()
         .unwrap();
-    assert_eq!(listed_names(&h2), vec![DRIVER]);
+    assert_eq!(driver_names(&h2), vec![DRIVER]);
 }
 
 #[test]

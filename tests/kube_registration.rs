@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::apiserver::*;
 use common::capi::{call, Host as CHost};
-use common::{short_tempdir, wait_for, DriverProcess};
+use common::{driver_names, short_tempdir, wait_for, DriverProcess};
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kcsi::config::HostConfig;
@@ -65,15 +65,6 @@ fn deregister(host: &Host, name: &str) {
     run(registration::deregister(host, name)).unwrap();
 }
 
-fn listed(host: &Host) -> Vec<String> {
-    host.drivers_json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 fn node_ids(c: &kcsi::kube::client::ApiClient, node: &str) -> BTreeMap<String, String> {
     annotation(&get_node(c, node), ANNOTATION_NODE_ID)
         .map(|a| serde_json::from_str(a).unwrap())
@@ -94,7 +85,7 @@ fn register_publishes_node_info_and_deregister_removes_it_but_keeps_labels() {
 
     register(&host, &driver).unwrap();
 
-    assert_eq!(listed(&host), vec![driver.name.clone()]);
+    assert_eq!(driver_names(&host), vec![driver.name.clone()]);
     assert_eq!(node_ids(&c, &node), map(&[(&driver.name, &driver.name)]));
     assert_eq!(
         labels(&get_node(&c, &node))
@@ -110,7 +101,7 @@ fn register_publishes_node_info_and_deregister_removes_it_but_keeps_labels() {
 
     deregister(&host, &driver.name);
 
-    assert!(listed(&host).is_empty());
+    assert!(driver_names(&host).is_empty());
     assert!(annotation(&get_node(&c, &node), ANNOTATION_NODE_ID).is_none());
     assert_eq!(
         labels(&get_node(&c, &node))
@@ -166,7 +157,7 @@ fn reregister_after_a_topology_change_fails_with_the_collision_and_stays_unregis
         "{}",
         err.message
     );
-    assert!(listed(&host).is_empty());
+    assert!(driver_names(&host).is_empty());
     assert!(host.drivers.get(&driver.name).is_none());
     assert!(node_ids(&c, &node).is_empty());
     assert!(get_csinode(&c, &node).unwrap().spec.drivers.is_empty());
@@ -197,7 +188,7 @@ fn two_hosts_for_two_nodes_register_concurrently_without_seeing_each_other() {
                 });
                 (
                     n,
-                    listed(&host),
+                    driver_names(&host),
                     drivers.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
                 )
             })

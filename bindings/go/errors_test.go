@@ -63,9 +63,7 @@ func TestStringsWithNULAreRefusedBeforeReachingC(t *testing.T) {
 func TestDriverErrorsCarryResultClassAndGRPCCode(t *testing.T) {
 	d := startHostpathDriver(t, "codes.csi.kcsi.dev")
 	h := newTestHost(t, Config{CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
-	if err := h.RegisterPlugin(context.Background(), d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	registerDriver(t, h, d, "")
 	// hostpathplugin answers NodePublishVolume for an unknown volume with NotFound (5).
 	m, err := h.NewMounter(pvSpec(d.Name, "pv-missing", "no-such-volume"), pod("pod-codes"))
 	if err != nil {
@@ -121,9 +119,7 @@ func TestSetUpAgainstADriverThatHangsInNodePublishIsUncertain(t *testing.T) {
 	// The pod UID is part of NodePublishVolume's target path and of no other request.
 	endpoint := stallingProxy(t, d.Socket, "pod-hangs-here")
 	h := newTestHost(t, Config{Timeout: time.Second, CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
-	if err := h.RegisterPlugin(context.Background(), d.Name, endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	registerDriver(t, h, d, endpoint)
 	m, err := h.NewMounter(pvSpec(d.Name, "pv-hang", "1"), pod("pod-hangs-here"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package kcsi
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -149,58 +150,16 @@ func (d *driverProcess) stop(t testing.TB) {
 	})
 }
 
-// silentDriver listens on a Unix socket and accepts connections but never answers: every
-// call to it runs into its deadline.
-func silentDriver(t testing.TB) string {
+// trackedListener listens on the Unix socket sock; the listener and every connection given
+// to track are closed when the test ends.
+func trackedListener(t testing.TB, sock string) (l net.Listener, track func(net.Conn)) {
 	t.Helper()
-	sock := filepath.Join(shortTempDir(t, "kcsigo-silent"), "csi.sock")
-	listenSilently(t, sock)
-	return "unix://" + sock
-}
-
-// slammingDriver accepts connections on a Unix socket and closes them at once, as a driver
-// that crashes under an open connection does.
-func slammingDriver(t testing.TB) string {
-	t.Helper()
-	sock := filepath.Join(shortTempDir(t, "kcsigo-slam"), "csi.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return "unix://" + sock
-}
-
-// listenSilently serves the silent driver on sock.
-func listenSilently(t testing.TB, sock string) {
-	t.Helper()
-	os.Remove(sock)
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
 	t.Cleanup(func() {
 		l.Close()
 		mu.Lock()
@@ -209,6 +168,75 @@ func listenSilently(t testing.TB, sock string) {
 			c.Close()
 		}
 	})
+	return l, func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+}
+
+// serveConns hands every connection l accepts to handle, until l is closed.
+func serveConns(l net.Listener, handle func(net.Conn)) {
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+		}
+	}()
+}
+
+// silentDriver listens on a Unix socket and accepts connections but never answers: every
+// call to it runs into its deadline.
+func silentDriver(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t, "kcsigo-silent"), "csi.sock")
+	l, track := trackedListener(t, sock)
+	serveConns(l, track)
+	return "unix://" + sock
+}
+
+// slammingDriver accepts connections on a Unix socket and closes them at once, as a driver
+// that crashes under an open connection does.
+func slammingDriver(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t, "kcsigo-slam"), "csi.sock")
+	l, _ := trackedListener(t, sock)
+	serveConns(l, func(c net.Conn) { c.Close() })
+	return "unix://" + sock
+}
+
+// registerDriver registers d with h at endpoint (d's own when empty), failing the test if
+// that fails.
+func registerDriver(t testing.TB, h *Host, d *driverProcess, endpoint string) {
+	t.Helper()
+	if endpoint == "" {
+		endpoint = d.Endpoint
+	}
+	if err := h.RegisterPlugin(context.Background(), d.Name, endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatalf("RegisterPlugin(%s): %v", d.Name, err)
+	}
+}
+
+// mountDevice makes an attacher (closed when the test ends) and mounts spec's device at its
+// device mount path, which it returns.
+func mountDevice(t testing.TB, h *Host, spec Spec, args *DeviceMounterArgs) (*Attacher, string) {
+	t.Helper()
+	a, err := h.NewAttacher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	staging, err := a.DeviceMountPath(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.MountDevice(context.Background(), spec, staging, args); err != nil {
+		t.Fatalf("MountDevice: %v", err)
+	}
+	return a, staging
 }
 
 // newTestHost creates a standalone host on a fresh root and closes it when the test ends.
@@ -270,71 +298,47 @@ func inChild(t *testing.T) bool {
 func stallingProxy(t testing.TB, target, marker string) string {
 	t.Helper()
 	sock := filepath.Join(shortTempDir(t, "kcsigo-proxy"), "csi.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
+	l, track := trackedListener(t, sock)
+	serveConns(l, func(client net.Conn) {
+		server, err := net.Dial("unix", target)
+		if err != nil {
+			client.Close()
+			return
 		}
+		track(client)
+		track(server)
+		go func() { // driver -> client, unchanged
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := server.Read(buf)
+				if n > 0 {
+					client.Write(buf[:n])
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // client -> driver, until the marker shows up
+			buf := make([]byte, 32<<10)
+			var tail []byte // the end of the previous read, for a marker split across reads
+			stalled := false
+			for {
+				n, err := client.Read(buf)
+				if n > 0 && !stalled {
+					window := append(tail, buf[:n]...)
+					if bytes.Contains(window, []byte(marker)) {
+						stalled = true
+					} else {
+						server.Write(buf[:n])
+						tail = append([]byte(nil), window[max(0, len(window)-len(marker)):]...)
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
 	})
-	go func() {
-		for {
-			client, err := l.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("unix", target)
-			if err != nil {
-				client.Close()
-				continue
-			}
-			track(client)
-			track(server)
-			go func() { // driver -> client, unchanged
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := server.Read(buf)
-					if n > 0 {
-						client.Write(buf[:n])
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() { // client -> driver, until the marker shows up
-				buf := make([]byte, 32<<10)
-				var tail []byte // the end of the previous read, for a marker split across reads
-				stalled := false
-				for {
-					n, err := client.Read(buf)
-					if n > 0 && !stalled {
-						window := append(tail, buf[:n]...)
-						if bytes.Contains(window, []byte(marker)) {
-							stalled = true
-						} else {
-							server.Write(buf[:n])
-							tail = append([]byte(nil), window[max(0, len(window)-len(marker)):]...)
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
 	return "unix://" + sock
 }

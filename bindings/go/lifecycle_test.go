@@ -44,9 +44,7 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 	d := startMockDriver(t, "fs.csi.kcsi.dev", "--disable-attach")
 	h := newTestHost(t, Config{CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
 	ctx := context.Background()
-	if err := h.RegisterPlugin(ctx, d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	registerDriver(t, h, d, "")
 	spec := pvSpec(d.Name, "pv-fs", "1") // the mock driver's volume "1"
 
 	if ok, err := h.CanSupport(spec); err != nil || !ok {
@@ -65,18 +63,7 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 		t.Fatalf("VolumeName = %q, %v", name, err)
 	}
 
-	a, err := h.NewAttacher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	staging, err := a.DeviceMountPath(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.MountDevice(ctx, spec, staging, nil); err != nil {
-		t.Fatalf("MountDevice: %v", err)
-	}
+	a, staging := mountDevice(t, h, spec, nil)
 
 	m, err := h.NewMounter(spec, pod("pod-fs"))
 	if err != nil {

@@ -114,6 +114,16 @@ pub fn wait_loop_detached(file: &Path) {
     });
 }
 
+/// The names of the drivers registered with `host` (kcsi_list_drivers' order).
+pub fn driver_names(host: &kcsi::host::Host) -> Vec<String> {
+    host.drivers_json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// `into` gains `from`'s top-level keys (both JSON objects).
 pub fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
     if let (Some(into), serde_json::Value::Object(from)) = (into.as_object_mut(), from) {
