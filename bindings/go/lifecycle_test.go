@@ -119,6 +119,53 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 	}
 }
 
+func TestInlineVolumeIsPublishedWrittenAndTornDownThroughTheHostpathDriver(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("publishing a volume mounts: needs root")
+	}
+	d := startHostpathDriver(t, "inline.csi.kcsi.dev")
+	csiDriver, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"name": d.Name},
+		"spec":     map[string]any{"attachRequired": false, "podInfoOnMount": true, "volumeLifecycleModes": []string{"Ephemeral"}},
+	})
+	h := newTestHost(t, Config{CSIDrivers: []any{json.RawMessage(csiDriver)}})
+	registerDriver(t, h, d, "")
+	// hostpathplugin creates an ephemeral volume at NodePublish (csi.storage.k8s.io/ephemeral,
+	// sent with podInfoOnMount) and deletes it at NodeUnpublish: no CreateVolume needed.
+	spec := Spec{Volume: map[string]any{"name": "scratch", "csi": map[string]any{"driver": d.Name}}}
+	ctx := context.Background()
+	m, err := h.NewMounter(spec, pod("pod-inline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.SetUp(ctx, nil); err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	path, err := m.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path, "hello"), []byte("through the bind mount"), 0o644); err != nil {
+		t.Fatalf("writing through the pod's path: %v", err)
+	}
+	mt, err := m.Metrics(ctx)
+	if err != nil || mt.CapacityBytes == nil || *mt.CapacityBytes <= 0 {
+		t.Fatalf("Metrics = %+v, %v", mt, err)
+	}
+	u, err := h.NewUnmounter("scratch", "pod-inline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if err := u.TearDown(ctx); err != nil {
+		t.Fatalf("TearDown: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Fatalf("TearDown left %s: %v", filepath.Dir(path), err)
+	}
+}
+
 func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 	h := newTestHost(t, Config{})
 	m, err := h.NewMounter(pvSpec("x.csi", "pv", "1"), pod("pod-close"))
