@@ -46,14 +46,22 @@ demo: build peers
 test:
 	scripts/test.sh
 
+## lint: formatting and clippy, as CI runs them.
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
+## test-rust, test-python, test-c, test-go: one suite each, the same commands scripts/test.sh runs.
 test-rust: peers
-	cargo test -- --test-threads=4
+	scripts/test-rust.sh
 
-test-go:
+test-python: build peers
+	scripts/test-python.sh
+
+test-c: build peers
+	scripts/test-c.sh
+
+test-go: peers
 	scripts/test-go.sh
 
 ## bench: figures, not assertions.

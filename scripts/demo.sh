@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The demo: starts the real stand-in hostpath CSI driver, then runs the example C host program
+# The demo: starts the real csi-driver-host-path driver (hostpathplugin), then runs the example C host program
 # (examples/c/host.c), which registers the driver through the C API and prints what kcsi
-# learned. Needs `make build` and the `standin` peer (make demo does both).
+# learned. Needs `make build` and the `hostpath` peer (make demo does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -16,7 +16,7 @@ trap cleanup EXIT
 gcc -std=c11 -Wall -Wextra -Werror -I include examples/c/host.c \
   -L target/release -lkcsi -Wl,-rpath,"$repo/target/release" -o "$work/host"
 
-"$(scripts/peers/path.sh standin)" --endpoint="unix://$work/csi.sock" --nodeid=demo-node \
+"$(scripts/peers/path.sh hostpath)" --endpoint="unix://$work/csi.sock" --nodeid=demo-node \
   --statedir="$work/state" --drivername=hostpath.csi.k8s.io --maxvolumespernode=16 \
   >"$work/driver.log" 2>&1 &
 driver_pid=$!
