@@ -36,6 +36,13 @@ fn fs_volume(f: &Fixture) -> (String, String) {
     (handle, dir.display().to_string())
 }
 
+/// NodeExpand of a new filesystem volume at an existing directory.
+fn expand_fs_volume(f: &Fixture) -> Result<bool, CErr> {
+    let (handle, dir) = fs_volume(f);
+    f.host
+        .expand(&options(fs_spec(&handle), json!({"deviceMountPath": dir})))
+}
+
 #[test]
 fn node_expand_sends_new_size_paths_and_mount_capability() {
     let f = Fixture::new(no_attach(json!({})));
@@ -64,11 +71,7 @@ fn node_expand_without_expand_capability_is_not_supported() {
         DriverProcess::hostpath("node-1", &["--disable-node-expansion"]),
         no_attach(json!({})),
     );
-    let (handle, dir) = fs_volume(&f);
-    let err = f
-        .host
-        .expand(&options(fs_spec(&handle), json!({"deviceMountPath": dir})))
-        .unwrap_err();
+    let err = expand_fs_volume(&f).unwrap_err();
     assert_eq!(
         (err.result, err.class),
         (KCSI_ERR_NOT_SUPPORTED, KCSI_CLASS_FINAL),
@@ -99,11 +102,7 @@ fn node_expand_driver_codes_map_to_upstream_classes() {
             &[&format!("--fail-rpc=NodeExpandVolume={code}")],
             no_attach(json!({})),
         );
-        let (handle, dir) = fs_volume(&f);
-        let err = f
-            .host
-            .expand(&options(fs_spec(&handle), json!({"deviceMountPath": dir})))
-            .unwrap_err();
+        let err = expand_fs_volume(&f).unwrap_err();
         assert_eq!((err.grpc, err.class), (code, class), "code {code}: {err:?}");
         assert!(
             err.message

@@ -100,17 +100,7 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 		t.Fatalf("the reconstructed spec names volume %q (%v); spec %+v", name, err, rv.Spec)
 	}
 
-	u, err := h.NewUnmounter("pv-fs", "pod-fs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
-	if err := u.TearDown(ctx); err != nil {
-		t.Fatalf("TearDown: %v", err)
-	}
-	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
-		t.Fatalf("TearDown left %s: %v", filepath.Dir(path), err)
-	}
+	tearDown(t, h, "pv-fs", "pod-fs", path)
 	if _, err := h.NewUnmounter("pv-fs", "pod-fs"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unmounter after teardown: want ErrNotFound, got %v", err)
 	}
@@ -153,12 +143,19 @@ func TestInlineVolumeIsPublishedWrittenAndTornDownThroughTheHostpathDriver(t *te
 	if err != nil || mt.CapacityBytes == nil || *mt.CapacityBytes <= 0 {
 		t.Fatalf("Metrics = %+v, %v", mt, err)
 	}
-	u, err := h.NewUnmounter("scratch", "pod-inline")
+	tearDown(t, h, "scratch", "pod-inline", path)
+}
+
+// tearDown unmounts volume specName of pod podUID with an unmounter made from disk alone and
+// checks that its mount dir (the parent of path) is gone.
+func tearDown(t *testing.T, h *Host, specName, podUID, path string) {
+	t.Helper()
+	u, err := h.NewUnmounter(specName, podUID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	if err := u.TearDown(ctx); err != nil {
+	if err := u.TearDown(context.Background()); err != nil {
 		t.Fatalf("TearDown: %v", err)
 	}
 	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
