@@ -260,6 +260,22 @@ kcsi_result kcsi_host_status(kcsi_host *h, char **status_json_out, kcsi_error **
 // `KCSI_ERR_FAILED_PRECONDITION`. Calling with NULL is fine.
 void kcsi_host_free(kcsi_host *h);
 
+// Whether the volume may be mounted with `-o context=<label>` (the kubelet's
+// `SupportsSELinuxContextMount`): with the gate `SELinuxMountReadWriteOncePod`, the CSIDriver's
+// `seLinuxMount` (false when the driver has no CSIDriver object); false without the gate. A
+// spec without a CSI source is `KCSI_ERR_INVALID_ARGUMENT`.
+kcsi_result kcsi_supports_selinux_context_mount(kcsi_host *h,
+                                                const char *spec_json,
+                                                bool *out,
+                                                kcsi_error **err_out);
+
+// The mapped block volume's usage from NodeGetVolumeStats on `<globalMapPath>/<podUID>`, as
+// JSON in `kcsi_mounter_metrics`' form. `KCSI_ERR_NOT_SUPPORTED` when the driver lacks
+// GET_VOLUME_STATS. Caller frees `*metrics_json_out` with `kcsi_string_free`.
+kcsi_result kcsi_block_mapper_metrics(kcsi_block_mapper *m,
+                                      char **metrics_json_out,
+                                      kcsi_error **err_out);
+
 // Routes kcsi's log records with a level up to `max_level` (0 error .. 4 trace) to `cb`, or
 // back to stderr when `cb` is NULL. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a
 // callback.

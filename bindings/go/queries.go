@@ -41,7 +41,11 @@ func rawBytes(v any) any {
 // VolumeName returns the unique volume name "<driver>^<volumeHandle>" of a PersistentVolume
 // spec; inline volumes have none (ErrInvalidArgument).
 func (h *Host) VolumeName(spec Spec) (string, error) {
-	const op = "VolumeName"
+	return h.volumeName("VolumeName", spec)
+}
+
+// volumeName runs kcsi_get_volume_name on spec: a Spec, or its JSON text as json.RawMessage.
+func (h *Host) volumeName(op string, spec any) (string, error) {
 	a := newArgs(op)
 	defer a.done()
 	cSpec := a.json("spec", spec)
@@ -63,7 +67,8 @@ func (h *Host) VolumeName(spec Spec) (string, error) {
 
 type boolQuery func(h *C.kcsi_host, spec *C.char, out *C.bool, e *C.gk_err) C.kcsi_result
 
-func (h *Host) boolQuery(op string, spec Spec, fn boolQuery) (bool, error) {
+// boolQuery runs fn on spec: a Spec, or its JSON text as json.RawMessage.
+func (h *Host) boolQuery(op string, spec any, fn boolQuery) (bool, error) {
 	a := newArgs(op)
 	defer a.done()
 	cSpec := a.json("spec", spec)

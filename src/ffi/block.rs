@@ -30,7 +30,7 @@ pub struct kcsi_block_unmapper {
     unmapper: BlockUnmapper,
 }
 
-fn mapper_arg<'a>(m: *mut kcsi_block_mapper) -> Result<(Arc<Host>, &'a BlockMapper)> {
+pub(crate) fn mapper_arg<'a>(m: *mut kcsi_block_mapper) -> Result<(Arc<Host>, &'a BlockMapper)> {
     let m = unsafe { m.as_ref() }.ok_or_else(|| Error::invalid("block mapper is NULL"))?;
     Ok((upgrade(&m.host)?, &m.mapper))
 }

@@ -39,6 +39,13 @@ pub struct MounterArgs {
     pub fs_group: Option<i64>,
     pub fs_group_change_policy: Option<ChangePolicy>,
     pub se_linux_label: Option<String>,
+    /// The kubelet reconstructed the volume after a restart: a failed publish must not
+    /// remove the directory the pod may still use (upstream `SetUpAt`, #121271).
+    #[serde(default)]
+    pub reconstructed_volume: bool,
+    /// A periodic re-publish (`requiresRepublish`) of a volume the pod already uses.
+    #[serde(default)]
+    pub is_remount: bool,
 }
 
 /// One volume of one pod, ready to be published. Creating it does no I/O and needs no
@@ -206,7 +213,7 @@ impl Mounter {
         };
         if let Err(e) = op.client().node_publish(req, op.deadline).await {
             let e = classify_rpc(e);
-            if e.class == ErrorClass::Final {
+            if e.class == ErrorClass::Final && !args.reconstructed_volume && !args.is_remount {
                 self.clean_up();
             }
             return Err(e);
