@@ -17,9 +17,7 @@ import (
 	"encoding/json"
 )
 
-// What the kubelet's volume plugin interfaces ask beyond the volume operations, and the
-// queries' fast path: specs already encoded as JSON, so a caller that knows which fields a
-// query reads can pass only those.
+// What the kubelet's volume plugin interfaces ask beyond the volume operations.
 
 // SupportsSELinuxContextMount reports whether the volume may be mounted with
 // -o context=<label>: with the gate SELinuxMountReadWriteOncePod, the CSIDriver's
@@ -27,20 +25,6 @@ import (
 func (h *Host) SupportsSELinuxContextMount(spec Spec) (bool, error) {
 	return h.boolQuery("SupportsSELinuxContextMount", spec, func(p *C.kcsi_host, s *C.char, o *C.bool, e *C.gk_err) C.kcsi_result {
 		return C.gk_supports_selinux_context_mount(p, s, o, e)
-	})
-}
-
-// VolumeNameJSON is VolumeName for a spec given as the C API's JSON text. The driver-free
-// queries read only persistentVolume.spec.csi.{driver,volumeHandle} and volume.csi.driver,
-// so a spec holding just those answers the same, without encoding whole objects.
-func (h *Host) VolumeNameJSON(spec []byte) (string, error) {
-	return h.volumeName("VolumeName", json.RawMessage(spec))
-}
-
-// CanSupportJSON is CanSupport for a spec given as the C API's JSON text (see VolumeNameJSON).
-func (h *Host) CanSupportJSON(spec []byte) (bool, error) {
-	return h.boolQuery("CanSupport", json.RawMessage(spec), func(p *C.kcsi_host, s *C.char, o *C.bool, e *C.gk_err) C.kcsi_result {
-		return C.gk_can_support(p, s, o, e)
 	})
 }
 

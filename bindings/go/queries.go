@@ -13,15 +13,25 @@ import (
 // Spec is a volume spec as the C API takes it: a PersistentVolume (with the pod's readOnly
 // flag) or an inline pod Volume. Set exactly one of PersistentVolume and Volume, each a
 // Kubernetes object (e.g. *corev1.PersistentVolume) or its JSON as json.RawMessage or []byte.
+//
+// JSON, when set, is the whole spec as the C API's JSON text and the other fields are ignored.
+// The driver-free queries (VolumeName, CanSupport, CanAttach, CanDeviceMount, RequiresRemount,
+// SupportsSELinuxContextMount) read only persistentVolume.spec.csi.{driver,volumeHandle} and
+// volume.csi.driver, so a caller on a hot path can pass just those instead of encoding whole
+// objects.
 type Spec struct {
 	PersistentVolume any
 	Volume           any
 	ReadOnly         bool
+	JSON             json.RawMessage
 }
 
 // MarshalJSON encodes s in the C API's spec form; []byte values are taken as JSON text (plain
 // encoding/json would turn them into base64 strings).
 func (s Spec) MarshalJSON() ([]byte, error) {
+	if s.JSON != nil {
+		return s.JSON, nil
+	}
 	type wire struct {
 		PersistentVolume any  `json:"persistentVolume,omitempty"`
 		Volume           any  `json:"volume,omitempty"`

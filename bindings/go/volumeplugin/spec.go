@@ -1,0 +1,94 @@
+package volumeplugin
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/kubernetes/pkg/volume"
+	"kcsi.dev/kcsi"
+)
+
+// kcsiSpec is spec in the binding's form; the objects are encoded as their API JSON.
+func kcsiSpec(spec *volume.Spec) (kcsi.Spec, error) {
+	if spec == nil {
+		return kcsi.Spec{}, invalid("volume spec is nil")
+	}
+	s := kcsi.Spec{ReadOnly: spec.ReadOnly}
+	if spec.PersistentVolume != nil {
+		s.PersistentVolume = spec.PersistentVolume
+	}
+	if spec.Volume != nil {
+		s.Volume = spec.Volume
+	}
+	if s.PersistentVolume == nil && s.Volume == nil {
+		return kcsi.Spec{}, invalid("volume spec has neither a volume nor a persistent volume")
+	}
+	return s, nil
+}
+
+// headJSON encodes only what kcsi's driver-free queries read (the CSI driver and volume
+// handle, and which sources are set), so a query costs one small parse instead of encoding
+// whole objects. Sources without CSI stay present but empty, so kcsi gives the same answers
+// and errors as for the full spec.
+func headJSON(spec *volume.Spec) []byte {
+	b := make([]byte, 0, 128)
+	b = append(b, '{')
+	if pv := spec.PersistentVolume; pv != nil {
+		b = append(b, `"persistentVolume":{"spec":{`...)
+		if csi := pv.Spec.CSI; csi != nil {
+			b = append(b, `"csi":{"driver":`...)
+			b = appendString(b, csi.Driver)
+			b = append(b, `,"volumeHandle":`...)
+			b = appendString(b, csi.VolumeHandle)
+			b = append(b, '}')
+		}
+		b = append(b, "}}"...)
+	}
+	if v := spec.Volume; v != nil {
+		if spec.PersistentVolume != nil {
+			b = append(b, ',')
+		}
+		b = append(b, `"volume":{`...)
+		if v.CSI != nil {
+			b = append(b, `"csi":{"driver":`...)
+			b = appendString(b, v.CSI.Driver)
+			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string: printable ASCII without quotes or backslashes as
+// is (every real driver name and most handles), anything else through encoding/json.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// volumeSpec turns a spec kcsi rebuilt (objects as JSON) into the kubelet's.
+func volumeSpec(s kcsi.Spec) (*volume.Spec, error) {
+	if raw, ok := s.PersistentVolume.(json.RawMessage); ok {
+		var pv v1.PersistentVolume
+		if err := json.Unmarshal(raw, &pv); err != nil {
+			return nil, invalid("kcsi rebuilt a persistent volume this package cannot read: %v", err)
+		}
+		return volume.NewSpecFromPersistentVolume(&pv, s.ReadOnly), nil
+	}
+	if raw, ok := s.Volume.(json.RawMessage); ok {
+		var v v1.Volume
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, invalid("kcsi rebuilt a volume this package cannot read: %v", err)
+		}
+		return volume.NewSpecFromVolume(&v), nil
+	}
+	return nil, invalid("kcsi rebuilt a spec with neither a volume nor a persistent volume")
+}
