@@ -78,6 +78,9 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 	gates := map[string]bool{
 		string(features.CSIVolumeHealth):              utilfeature.DefaultFeatureGate.Enabled(features.CSIVolumeHealth),
 		string(features.SELinuxMountReadWriteOncePod): utilfeature.DefaultFeatureGate.Enabled(features.SELinuxMountReadWriteOncePod),
+		// Kubernetes 1.36 has no such gate any more: csi_plugin.go Init always lists Portworx
+		// among the migrated plugins on CSINode.
+		"CSIMigrationPortworx": true,
 	}
 	for k, v := range p.cfg.FeatureGates {
 		gates[k] = v
