@@ -54,8 +54,10 @@ func (h *Host) VolumeName(spec Spec) (string, error) {
 	return h.volumeName("VolumeName", spec)
 }
 
-// volumeName runs kcsi_get_volume_name on spec: a Spec, or its JSON text as json.RawMessage.
-func (h *Host) volumeName(op string, spec any) (string, error) {
+func (h *Host) volumeName(op string, spec Spec) (string, error) {
+	if spec.JSON != nil && len(spec.JSON) < rawSpecCap {
+		return h.volumeNameRaw(op, spec.JSON)
+	}
 	a := newArgs(op)
 	defer a.done()
 	cSpec := a.json("spec", spec)
@@ -77,8 +79,10 @@ func (h *Host) volumeName(op string, spec any) (string, error) {
 
 type boolQuery func(h *C.kcsi_host, spec *C.char, out *C.bool, e *C.gk_err) C.kcsi_result
 
-// boolQuery runs fn on spec: a Spec, or its JSON text as json.RawMessage.
-func (h *Host) boolQuery(op string, spec any, fn boolQuery) (bool, error) {
+func (h *Host) boolQuery(op string, spec Spec, fn boolQuery) (bool, error) {
+	if spec.JSON != nil && len(spec.JSON) < rawSpecCap {
+		return h.boolQueryRaw(op, spec.JSON, fn)
+	}
 	a := newArgs(op)
 	defer a.done()
 	cSpec := a.json("spec", spec)

@@ -159,7 +159,7 @@ func (p *Plugin) GetVolumeName(spec *volume.Spec) (string, error) {
 	if spec == nil {
 		return "", invalid("GetVolumeName: volume spec is nil")
 	}
-	return h.VolumeName(kcsi.Spec{JSON: headJSON(spec)})
+	return withHead(spec, h.VolumeName)
 }
 
 // CanSupport reports whether the spec has a CSI source.
@@ -168,7 +168,7 @@ func (p *Plugin) CanSupport(spec *volume.Spec) bool {
 	if err != nil || spec == nil {
 		return false
 	}
-	ok, err := h.CanSupport(kcsi.Spec{JSON: headJSON(spec)})
+	ok, err := withHead(spec, h.CanSupport)
 	return err == nil && ok
 }
 
@@ -178,7 +178,7 @@ func (p *Plugin) RequiresRemount(spec *volume.Spec) bool {
 	if err != nil || spec == nil {
 		return false
 	}
-	ok, err := h.RequiresRemount(kcsi.Spec{JSON: headJSON(spec)})
+	ok, err := withHead(spec, h.RequiresRemount)
 	return err == nil && ok
 }
 
@@ -195,7 +195,7 @@ func (p *Plugin) SupportsSELinuxContextMount(spec *volume.Spec) (bool, error) {
 	if spec == nil {
 		return false, invalid("SupportsSELinuxContextMount: volume spec is nil")
 	}
-	return h.SupportsSELinuxContextMount(kcsi.Spec{JSON: headJSON(spec)})
+	return withHead(spec, h.SupportsSELinuxContextMount)
 }
 
 // CanAttach is false for inline volumes and drivers whose CSIDriver says attachRequired: false.
@@ -207,7 +207,7 @@ func (p *Plugin) CanAttach(spec *volume.Spec) (bool, error) {
 	if spec == nil {
 		return false, invalid("CanAttach: volume spec is nil")
 	}
-	return h.CanAttach(kcsi.Spec{JSON: headJSON(spec)})
+	return withHead(spec, h.CanAttach)
 }
 
 // CanDeviceMount is true for PersistentVolumes (they are staged), false for inline volumes.
@@ -219,7 +219,7 @@ func (p *Plugin) CanDeviceMount(spec *volume.Spec) (bool, error) {
 	if spec == nil {
 		return false, invalid("CanDeviceMount: volume spec is nil")
 	}
-	return h.CanDeviceMount(kcsi.Spec{JSON: headJSON(spec)})
+	return withHead(spec, h.CanDeviceMount)
 }
 
 // VerifyExhaustedResource is false: see the package documentation.

@@ -2,6 +2,7 @@ package volumeplugin
 
 import (
 	"encoding/json"
+	"sync"
 	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
@@ -31,8 +32,7 @@ func kcsiSpec(spec *volume.Spec) (kcsi.Spec, error) {
 // handle, and which sources are set), so a query costs one small parse instead of encoding
 // whole objects. Sources without CSI stay present but empty, so kcsi gives the same answers
 // and errors as for the full spec.
-func headJSON(spec *volume.Spec) []byte {
-	b := make([]byte, 0, 128)
+func headJSON(b []byte, spec *volume.Spec) []byte {
 	b = append(b, '{')
 	if pv := spec.PersistentVolume; pv != nil {
 		b = append(b, `"persistentVolume":{"spec":{`...)
@@ -91,4 +91,16 @@ func volumeSpec(s kcsi.Spec) (*volume.Spec, error) {
 		return volume.NewSpecFromVolume(&v), nil
 	}
 	return nil, invalid("kcsi rebuilt a spec with neither a volume nor a persistent volume")
+}
+
+// heads pools headJSON's buffers: kcsi copies the text, so it is free again after the call.
+var heads = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// withHead runs query on spec's head.
+func withHead[T any](spec *volume.Spec, query func(kcsi.Spec) (T, error)) (T, error) {
+	bp := heads.Get().(*[]byte)
+	*bp = headJSON((*bp)[:0], spec)
+	v, err := query(kcsi.Spec{JSON: *bp})
+	heads.Put(bp)
+	return v, err
 }
