@@ -4,7 +4,8 @@
 //! Differs from upstream on purpose: every SetUp fetches the publish context afresh (upstream's
 //! cached one leaves a repeated SetUp without it); capabilities come from the client's
 //! per-connection cache instead of one probe per step; the SELinux relabel probe
-//! (`GetSELinuxSupport`) is left out, as the C API has no mounter attributes to report it in;
+//! (`GetSELinuxSupport`) is left to the caller (the Go volumeplugin does it with the kubelet's
+//! host utils);
 //! `serviceAccountTokenInSecrets` is honoured as the CSIDriver says, without a kubelet gate.
 
 use std::collections::{BTreeMap, HashMap};
