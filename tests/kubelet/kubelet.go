@@ -77,17 +77,6 @@ func runKubelet(args []string) error {
 		return err
 	}
 	restCfg.UserAgent = "kcsi-e2e-kubelet"
-	client, err := clientset.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
-	hbCfg := *restCfg
-	hbCfg.Timeout = 40 * time.Second
-	hbCfg.QPS = -1
-	heartbeat, err := clientset.NewForConfig(&hbCfg)
-	if err != nil {
-		return err
-	}
 
 	endpoint, err := fakeremote.GenerateEndpoint()
 	if err != nil {
@@ -162,6 +151,23 @@ func runKubelet(args []string) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
 		c.MaxOpenFiles = int64(lim.Cur)
+	}
+
+	// The kubelet's own client settings (cmd/kubelet/app buildKubeletClientConfig): without
+	// them client-go's default 5 QPS throttles every pod start.
+	restCfg.ContentType = c.ContentType
+	restCfg.QPS = float32(c.KubeAPIQPS)
+	restCfg.Burst = int(c.KubeAPIBurst)
+	client, err := clientset.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	hbCfg := *restCfg
+	hbCfg.Timeout = 40 * time.Second
+	hbCfg.QPS = -1
+	heartbeat, err := clientset.NewForConfig(&hbCfg)
+	if err != nil {
+		return err
 	}
 
 	mounter := mount.New("")

@@ -36,6 +36,7 @@ func runSuite(args []string) error {
 	only := fs.String("scenarios", "", "comma-separated scenarios to run (default: all)")
 	bench := fs.Int("bench", 32, "pods in the start/teardown benchmark (0: skip it)")
 	keep := fs.Bool("keep", false, "keep the work directory")
+	show := fs.Bool("show", false, "print every observation, not only the differences")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func runSuite(args []string) error {
 		}
 	}
 
-	failed := report(selected, obs, errs)
+	failed := report(selected, obs, errs, *show)
 	if *bench > 0 {
 		fmt.Printf("\nbenchmark: %d pods, one CSI PVC each, created at once (same run, same machine)\n", *bench)
 		for _, p := range plugins {
@@ -167,7 +168,7 @@ func (s *suite) peer(name string) (string, error) {
 
 // report prints each scenario's observations side by side where they differ; it returns how
 // many scenarios failed (an error, a failed check, or a compared key that differs).
-func report(selected []scenario, obs map[string]map[string]*observation, errs map[string]map[string]error) int {
+func report(selected []scenario, obs map[string]map[string]*observation, errs map[string]map[string]error, show bool) int {
 	failed := 0
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
@@ -192,6 +193,9 @@ func report(selected []scenario, obs map[string]map[string]*observation, errs ma
 				problems = append(problems, "kcsi failed "+strings.TrimPrefix(key, "check: ")+" ("+strings.Join(k.values["info: failed check "+strings.TrimPrefix(key, "check: ")], "")+")")
 			}
 			if kv == uv {
+				if show {
+					infos = append(infos, fmt.Sprintf("  %s (both):\n%s", key, indent(k.values[key])))
+				}
 				continue
 			}
 			block := fmt.Sprintf("  %s\n    kcsi:\n%s\n    upstream:\n%s", key, indent(k.values[key]), indent(u.values[key]))
