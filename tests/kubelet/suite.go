@@ -186,7 +186,7 @@ func report(selected []scenario, obs map[string]map[string]*observation, errs ma
 				keys = append(keys, key)
 			}
 		}
-		var diffs, infos []string
+		var diffs, infos, same []string
 		for _, key := range keys {
 			kv, uv := strings.Join(k.values[key], "\n"), strings.Join(u.values[key], "\n")
 			if strings.HasPrefix(key, "check: ") && kv != "true" {
@@ -194,7 +194,7 @@ func report(selected []scenario, obs map[string]map[string]*observation, errs ma
 			}
 			if kv == uv {
 				if show {
-					infos = append(infos, fmt.Sprintf("  %s (both):\n%s", key, indent(k.values[key])))
+					same = append(same, fmt.Sprintf("  %s\n%s", key, indent(k.values[key])))
 				}
 				continue
 			}
@@ -219,6 +219,9 @@ func report(selected []scenario, obs map[string]map[string]*observation, errs ma
 		}
 		for _, d := range infos {
 			fmt.Fprintf(w, "differs (informational):\n%s\n", d)
+		}
+		for _, d := range same {
+			fmt.Fprintf(w, "same for both:\n%s\n", d)
 		}
 		if len(diffs) == 0 {
 			fmt.Fprintf(w, "  compared: %d keys, %d lines equal\n", len(keys), countLines(k))
