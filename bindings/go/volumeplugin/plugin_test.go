@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/kubernetes/pkg/volume"
+	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 	volumetypes "k8s.io/kubernetes/pkg/volume/util/types"
 	"kcsi.dev/kcsi"
 )
@@ -298,6 +299,21 @@ func TestBlockVolumeMapsAndUnmapsThroughTheDriver(t *testing.T) {
 	}
 	global, _ := m.GetGlobalMapPath(spec)
 	podDir, podName := m.GetPodDeviceMapPath()
+	// The kubelet links the device at <globalMapPath>/<podUID> (util.MapBlockVolume); the
+	// block mapper's metrics are taken there, as upstream's.
+	if err := os.MkdirAll(global, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(global, string(pod.UID))
+	if err := os.Symlink(publish, link); err != nil {
+		t.Fatal(err)
+	}
+	mt, err := m.GetMetrics()
+	t.Logf("block metrics: %+v, %v", mt, err)
+	if err != nil || mt.Capacity == nil || mt.Capacity.Value() <= 0 {
+		t.Errorf("block GetMetrics = %+v, %v", mt, err)
+	}
+	os.Remove(link)
 
 	bu, err := p.NewBlockVolumeUnmapper("pv-block", pod.UID)
 	if err != nil {
@@ -319,5 +335,27 @@ func TestBlockVolumeMapsAndUnmapsThroughTheDriver(t *testing.T) {
 	spec2, err := p.ConstructBlockVolumeSpec(pod.UID, "pv-block", global)
 	if err == nil {
 		t.Errorf("ConstructBlockVolumeSpec after TearDownDevice found %+v", spec2)
+	}
+}
+
+func TestSELinuxContextMountFollowsTheGateAndTheCSIDriver(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	root := t.TempDir()
+	on := true
+	d := hostpathCSIDriver()
+	d.Spec.SELinuxMount = &on
+	for _, c := range []struct {
+		gate bool
+		want bool
+	}{{false, false}, {true, true}} {
+		p := New(Config{CSIDrivers: []any{d}, FeatureGates: map[string]bool{"SELinuxMountReadWriteOncePod": c.gate}})
+		volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, root, nil, []volume.VolumePlugin{p}, nodeName, nil, nil)
+		got, err := p.SupportsSELinuxContextMount(pvSpec("pv", "h", false))
+		if err != nil || got != c.want {
+			t.Errorf("gate %v: SupportsSELinuxContextMount = %v, %v; want %v", c.gate, got, err, c.want)
+		}
+		p.Close()
 	}
 }
