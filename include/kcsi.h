@@ -206,6 +206,12 @@ typedef kcsi_result (*kcsi_requires_remount_fn)(kcsi_host *h,
                                                 bool *out,
                                                 kcsi_error **err_out);
 
+// The type of `kcsi_supports_selinux_context_mount`.
+typedef kcsi_result (*kcsi_supports_selinux_context_mount_fn)(kcsi_host *h,
+                                                              const char *spec_json,
+                                                              bool *out,
+                                                              kcsi_error **err_out);
+
 // The type of `kcsi_attacher_new`.
 typedef kcsi_result (*kcsi_attacher_new_fn)(kcsi_host *h, kcsi_attacher **out, kcsi_error **err_out);
 
@@ -294,6 +300,11 @@ typedef kcsi_result (*kcsi_block_mapper_set_up_device_fn)(kcsi_block_mapper *m,
 typedef kcsi_result (*kcsi_block_mapper_map_pod_device_fn)(kcsi_block_mapper *m,
                                                            char **publish_path_out,
                                                            kcsi_error **err_out);
+
+// The type of `kcsi_block_mapper_metrics`.
+typedef kcsi_result (*kcsi_block_mapper_metrics_fn)(kcsi_block_mapper *m,
+                                                    char **metrics_json_out,
+                                                    kcsi_error **err_out);
 
 // The type of `kcsi_block_mapper_free`.
 typedef void (*kcsi_block_mapper_free_fn)(kcsi_block_mapper *m);
@@ -490,6 +501,15 @@ kcsi_result kcsi_requires_remount(kcsi_host *h,
                                   bool *out,
                                   kcsi_error **err_out);
 
+// Whether the volume may be mounted with `-o context=<label>` (the kubelet's
+// `SupportsSELinuxContextMount`): with the gate `SELinuxMountReadWriteOncePod`, the CSIDriver's
+// `seLinuxMount` (false when the driver has no CSIDriver object); false without the gate. A
+// spec without a CSI source is `KCSI_ERR_INVALID_ARGUMENT`.
+kcsi_result kcsi_supports_selinux_context_mount(kcsi_host *h,
+                                                const char *spec_json,
+                                                bool *out,
+                                                kcsi_error **err_out);
+
 // Creates an attacher for host `h`. On success `*out` receives a handle the caller owns and
 // frees with `kcsi_attacher_free`; on error it is unchanged.
 kcsi_result kcsi_attacher_new(kcsi_host *h, kcsi_attacher **out, kcsi_error **err_out);
@@ -551,10 +571,12 @@ kcsi_result kcsi_mounter_path(kcsi_mounter *m, char **path_out, kcsi_error **err
 
 // Publishes the volume (the kubelet's `SetUp`): NodePublishVolume into the mount path, with
 // `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int,
-// "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string}`, all optional,
+// "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string, "reconstructedVolume":
+// bool, "isRemount": bool}`, all optional,
 // unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not
 // registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final
-// (then the directory is removed unless something is mounted on it).
+// (then the directory is removed unless something is mounted on it, or the volume is a
+// reconstructed one or a remount, which a pod may already use).
 // Nullable: args_json.
 kcsi_result kcsi_mounter_set_up(kcsi_mounter *m, const char *args_json, kcsi_error **err_out);
 
@@ -616,6 +638,13 @@ kcsi_result kcsi_block_mapper_set_up_device(kcsi_block_mapper *m,
 kcsi_result kcsi_block_mapper_map_pod_device(kcsi_block_mapper *m,
                                              char **publish_path_out,
                                              kcsi_error **err_out);
+
+// The mapped block volume's usage from NodeGetVolumeStats on `<globalMapPath>/<podUID>`, as
+// JSON in `kcsi_mounter_metrics`' form. `KCSI_ERR_NOT_SUPPORTED` when the driver lacks
+// GET_VOLUME_STATS. Caller frees `*metrics_json_out` with `kcsi_string_free`.
+kcsi_result kcsi_block_mapper_metrics(kcsi_block_mapper *m,
+                                      char **metrics_json_out,
+                                      kcsi_error **err_out);
 
 // Frees a block mapper. Calling with NULL is fine.
 void kcsi_block_mapper_free(kcsi_block_mapper *m);

@@ -63,6 +63,16 @@ func (a *args) json(what string, v any) *C.char {
 		text = v
 	case string:
 		text = []byte(v)
+	case Spec:
+		if v.JSON != nil { // already encoded: skip encoding/json's re-validation
+			text = v.JSON
+			break
+		}
+		var err error
+		if text, err = json.Marshal(v); err != nil {
+			a.fail(invalidArg(a.op, "%s cannot be encoded as JSON: %v", what, err))
+			return nil
+		}
 	default:
 		var err error
 		if text, err = json.Marshal(v); err != nil {

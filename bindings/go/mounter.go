@@ -42,6 +42,11 @@ type MounterArgs struct {
 	FSGroup             *int64 `json:"fsGroup,omitempty"`
 	FSGroupChangePolicy string `json:"fsGroupChangePolicy,omitempty"` // "Always" or "OnRootMismatch"
 	SELinuxLabel        string `json:"seLinuxLabel,omitempty"`
+	// ReconstructedVolume and IsRemount mark a SetUp of a volume a pod may already use (after
+	// a kubelet restart, or a requiresRepublish re-publish): a failed publish then leaves the
+	// directory alone.
+	ReconstructedVolume bool `json:"reconstructedVolume,omitempty"`
+	IsRemount           bool `json:"isRemount,omitempty"`
 }
 
 // NewMounter creates a mounter for spec in pod (a *corev1.Pod or its JSON as json.RawMessage;

@@ -13,15 +13,25 @@ import (
 // Spec is a volume spec as the C API takes it: a PersistentVolume (with the pod's readOnly
 // flag) or an inline pod Volume. Set exactly one of PersistentVolume and Volume, each a
 // Kubernetes object (e.g. *corev1.PersistentVolume) or its JSON as json.RawMessage or []byte.
+//
+// JSON, when set, is the whole spec as the C API's JSON text and the other fields are ignored.
+// The driver-free queries (VolumeName, CanSupport, CanAttach, CanDeviceMount, RequiresRemount,
+// SupportsSELinuxContextMount) read only persistentVolume.spec.csi.{driver,volumeHandle} and
+// volume.csi.driver, so a caller on a hot path can pass just those instead of encoding whole
+// objects.
 type Spec struct {
 	PersistentVolume any
 	Volume           any
 	ReadOnly         bool
+	JSON             json.RawMessage
 }
 
 // MarshalJSON encodes s in the C API's spec form; []byte values are taken as JSON text (plain
 // encoding/json would turn them into base64 strings).
 func (s Spec) MarshalJSON() ([]byte, error) {
+	if s.JSON != nil {
+		return s.JSON, nil
+	}
 	type wire struct {
 		PersistentVolume any  `json:"persistentVolume,omitempty"`
 		Volume           any  `json:"volume,omitempty"`
@@ -41,7 +51,13 @@ func rawBytes(v any) any {
 // VolumeName returns the unique volume name "<driver>^<volumeHandle>" of a PersistentVolume
 // spec; inline volumes have none (ErrInvalidArgument).
 func (h *Host) VolumeName(spec Spec) (string, error) {
-	const op = "VolumeName"
+	return h.volumeName("VolumeName", spec)
+}
+
+func (h *Host) volumeName(op string, spec Spec) (string, error) {
+	if spec.JSON != nil && len(spec.JSON) < rawSpecCap {
+		return h.volumeNameRaw(op, spec.JSON)
+	}
 	a := newArgs(op)
 	defer a.done()
 	cSpec := a.json("spec", spec)
@@ -64,6 +80,9 @@ func (h *Host) VolumeName(spec Spec) (string, error) {
 type boolQuery func(h *C.kcsi_host, spec *C.char, out *C.bool, e *C.gk_err) C.kcsi_result
 
 func (h *Host) boolQuery(op string, spec Spec, fn boolQuery) (bool, error) {
+	if spec.JSON != nil && len(spec.JSON) < rawSpecCap {
+		return h.boolQueryRaw(op, spec.JSON, fn)
+	}
 	a := newArgs(op)
 	defer a.done()
 	cSpec := a.json("spec", spec)

@@ -62,7 +62,8 @@ pub fn save(dir: &Path, data: &VolumeData) -> Result<()> {
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(0o640)
+            // Upstream's os.Create (csi_util.go saveVolumeData): 0666 less the umask.
+            .mode(0o666)
             .open(&tmp)?;
         f.write_all(encode(data).as_bytes())?;
         f.sync_all()?;

@@ -13,6 +13,7 @@ use super::error::kcsi_error;
 use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
 use super::host::kcsi_host;
 use super::kcsi_result;
+use crate::error::Error;
 use crate::runtime;
 use crate::spec::VolumeSpec;
 use crate::volume::block::{BlockMapper, BlockUnmapper};
@@ -100,6 +101,26 @@ pub extern "C" fn kcsi_block_mapper_map_pod_device(
         out_arg(publish_path_out, "publish_path_out")?;
         let path = runtime::block_on(mapper.value.map_pod_device(&host))??;
         write_string(publish_path_out, &path.display().to_string());
+        Ok(())
+    })
+}
+
+/// The mapped block volume's usage from NodeGetVolumeStats on `<globalMapPath>/<podUID>`, as
+/// JSON in `kcsi_mounter_metrics`' form. `KCSI_ERR_NOT_SUPPORTED` when the driver lacks
+/// GET_VOLUME_STATS. Caller frees `*metrics_json_out` with `kcsi_string_free`.
+#[no_mangle]
+pub extern "C" fn kcsi_block_mapper_metrics(
+    m: *mut kcsi_block_mapper,
+    metrics_json_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let (host, m) = child_arg(m)?;
+        out_arg(metrics_json_out, "metrics_json_out")?;
+        let metrics = runtime::block_on(m.value.metrics(&host))??;
+        let json = serde_json::to_string(&metrics)
+            .map_err(|e| Error::internal(format!("cannot encode metrics: {e}")))?;
+        write_string(metrics_json_out, &json);
         Ok(())
     })
 }

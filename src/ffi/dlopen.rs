@@ -126,6 +126,14 @@ pub type kcsi_requires_remount_fn = unsafe extern "C" fn(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result;
 
+/// The type of `kcsi_supports_selinux_context_mount`.
+pub type kcsi_supports_selinux_context_mount_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
 /// The type of `kcsi_attacher_new`.
 pub type kcsi_attacher_new_fn = unsafe extern "C" fn(
     h: *mut kcsi_host,
@@ -248,6 +256,13 @@ pub type kcsi_block_mapper_map_pod_device_fn = unsafe extern "C" fn(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result;
 
+/// The type of `kcsi_block_mapper_metrics`.
+pub type kcsi_block_mapper_metrics_fn = unsafe extern "C" fn(
+    m: *mut kcsi_block_mapper,
+    metrics_json_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
 /// The type of `kcsi_block_mapper_free`.
 pub type kcsi_block_mapper_free_fn = unsafe extern "C" fn(m: *mut kcsi_block_mapper);
 
@@ -332,6 +347,7 @@ fn types_match_exports() {
     let _: kcsi_can_attach_fn = kcsi_can_attach;
     let _: kcsi_can_device_mount_fn = kcsi_can_device_mount;
     let _: kcsi_requires_remount_fn = kcsi_requires_remount;
+    let _: kcsi_supports_selinux_context_mount_fn = kcsi_supports_selinux_context_mount;
     let _: kcsi_attacher_new_fn = kcsi_attacher_new;
     let _: kcsi_attacher_wait_for_attach_fn = kcsi_attacher_wait_for_attach;
     let _: kcsi_attacher_device_mount_path_fn = kcsi_attacher_device_mount_path;
@@ -350,6 +366,7 @@ fn types_match_exports() {
     let _: kcsi_block_mapper_paths_fn = kcsi_block_mapper_paths;
     let _: kcsi_block_mapper_set_up_device_fn = kcsi_block_mapper_set_up_device;
     let _: kcsi_block_mapper_map_pod_device_fn = kcsi_block_mapper_map_pod_device;
+    let _: kcsi_block_mapper_metrics_fn = kcsi_block_mapper_metrics;
     let _: kcsi_block_mapper_free_fn = kcsi_block_mapper_free;
     let _: kcsi_block_unmapper_new_fn = kcsi_block_unmapper_new;
     let _: kcsi_block_unmapper_unmap_pod_device_fn = kcsi_block_unmapper_unmap_pod_device;

@@ -68,10 +68,12 @@ pub extern "C" fn kcsi_mounter_path(
 
 /// Publishes the volume (the kubelet's `SetUp`): NodePublishVolume into the mount path, with
 /// `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int,
-/// "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string}`, all optional,
+/// "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string, "reconstructedVolume":
+/// bool, "isRemount": bool}`, all optional,
 /// unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not
 /// registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final
-/// (then the directory is removed unless something is mounted on it).
+/// (then the directory is removed unless something is mounted on it, or the volume is a
+/// reconstructed one or a remount, which a pod may already use).
 /// Nullable: args_json.
 #[no_mangle]
 pub extern "C" fn kcsi_mounter_set_up(

@@ -99,3 +99,23 @@ pub extern "C" fn kcsi_requires_remount(
         Ok(())
     })
 }
+
+/// Whether the volume may be mounted with `-o context=<label>` (the kubelet's
+/// `SupportsSELinuxContextMount`): with the gate `SELinuxMountReadWriteOncePod`, the CSIDriver's
+/// `seLinuxMount` (false when the driver has no CSIDriver object); false without the gate. A
+/// spec without a CSI source is `KCSI_ERR_INVALID_ARGUMENT`.
+#[no_mangle]
+pub extern "C" fn kcsi_supports_selinux_context_mount(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
+        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
+        out_arg(out, "out")?;
+        write_value(out, plugin::supports_selinux_context_mount(&host, &spec)?);
+        Ok(())
+    })
+}

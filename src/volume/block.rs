@@ -30,6 +30,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
 use crate::spec::{LifecycleMode, VolumeSpec};
 use crate::volume::capability::{volume_capability, FS_TYPE_BLOCK};
+use crate::volume::metrics::{self, VolumeMetrics};
 use crate::volume::operation::{pod_info_attributes, Operation};
 
 impl BlockPaths {
@@ -125,6 +126,20 @@ impl BlockMapper {
             "volumeDataDir": p.data_dir,
             "metricsPath": p.metrics_path,
         })
+    }
+
+    /// The mapper's `MetricsProvider` (upstream `NewMetricsCsi` on `<globalMapPath>/<podUID>`).
+    pub async fn metrics(&self, host: &Host) -> Result<VolumeMetrics> {
+        let path = self.paths.metrics_path.as_ref().ok_or_else(|| {
+            Error::invalid("this block mapper was made without a pod UID: it has no metrics path")
+        })?;
+        metrics::volume_stats(
+            host,
+            &self.driver_name,
+            &self.volume_handle,
+            &path.to_string_lossy(),
+        )
+        .await
     }
 
     fn source(&self) -> Result<&CSIPersistentVolumeSource> {

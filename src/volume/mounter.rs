@@ -4,7 +4,8 @@
 //! Differs from upstream on purpose: every SetUp fetches the publish context afresh (upstream's
 //! cached one leaves a repeated SetUp without it); capabilities come from the client's
 //! per-connection cache instead of one probe per step; the SELinux relabel probe
-//! (`GetSELinuxSupport`) is left out, as the C API has no mounter attributes to report it in;
+//! (`GetSELinuxSupport`) is left to the caller (the Go volumeplugin does it with the kubelet's
+//! host utils);
 //! `serviceAccountTokenInSecrets` is honoured as the CSIDriver says, without a kubelet gate.
 
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +37,13 @@ pub struct MounterArgs {
     pub fs_group: Option<i64>,
     pub fs_group_change_policy: Option<ChangePolicy>,
     pub se_linux_label: Option<String>,
+    /// The kubelet reconstructed the volume after a restart: a failed publish must not
+    /// remove the directory the pod may still use (upstream `SetUpAt`, #121271).
+    #[serde(default)]
+    pub reconstructed_volume: bool,
+    /// A periodic re-publish (`requiresRepublish`) of a volume the pod already uses.
+    #[serde(default)]
+    pub is_remount: bool,
 }
 
 /// One volume of one pod, ready to be published. Creating it does no I/O and needs no
@@ -197,7 +205,7 @@ impl Mounter {
             volume_context: p.attributes,
         };
         if let Err(e) = op.client().node_publish(req, op.deadline).await {
-            if e.class() == ErrorClass::Final {
+            if e.class() == ErrorClass::Final && !args.reconstructed_volume && !args.is_remount {
                 self.clean_up();
             }
             return Err(e);

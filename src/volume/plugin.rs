@@ -1,5 +1,5 @@
 //! Plugin queries that need no driver connection (upstream `csiPlugin` methods): volume name,
-//! support, attachability, device mountability, remount.
+//! support, attachability, device mountability, remount, SELinux context mounts.
 
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -48,4 +48,16 @@ pub fn requires_remount(host: &Host, spec: &SpecHead) -> bool {
     host.driver_facts(driver)
         .map(|f| f.requires_republish)
         .unwrap_or(false)
+}
+
+/// `SupportsSELinuxContextMount`: with the gate `SELinuxMountReadWriteOncePod`, the CSIDriver's
+/// `seLinuxMount` (false without a CSIDriver); always false without the gate.
+pub fn supports_selinux_context_mount(host: &Host, spec: &SpecHead) -> Result<bool> {
+    if !host.config.gate("SELinuxMountReadWriteOncePod") {
+        return Ok(false);
+    }
+    let driver = match spec.source()? {
+        SourceHead::Inline { driver } | SourceHead::Persistent { driver, .. } => driver,
+    };
+    Ok(host.driver_facts(driver)?.se_linux_mount)
 }

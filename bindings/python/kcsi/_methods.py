@@ -40,6 +40,10 @@ class _BlockMapperMethods:
         'kcsi_block_mapper_map_pod_device: MapPodDevice: NodePublishVolume with block access; the driver creates the device file at the publish path, written to `*publish_path_out` (caller frees it with `kcsi_string_free`).'
         return self._invoke('kcsi_block_mapper_map_pod_device', ())
 
+    def metrics(self):
+        "kcsi_block_mapper_metrics: The mapped block volume's usage from NodeGetVolumeStats on `<globalMapPath>/<podUID>`, as JSON in `kcsi_mounter_metrics`' form. `KCSI_ERR_NOT_SUPPORTED` when the driver lacks GET_VOLUME_STATS. Caller frees `*metrics_json_out` with `kcsi_string_free`."
+        return self._invoke('kcsi_block_mapper_metrics', ())
+
 
 class _BlockUnmapperMethods:
     __slots__ = ()
@@ -96,6 +100,10 @@ class _HostMethods:
         "kcsi_requires_remount: Whether the volume must be re-published periodically (the CSIDriver's `requiresRepublish`); false when the driver has no CSIDriver object."
         return self._invoke('kcsi_requires_remount', (spec_json,))
 
+    def supports_selinux_context_mount(self, spec_json):
+        "kcsi_supports_selinux_context_mount: Whether the volume may be mounted with `-o context=<label>` (the kubelet's `SupportsSELinuxContextMount`): with the gate `SELinuxMountReadWriteOncePod`, the CSIDriver's `seLinuxMount` (false when the driver has no CSIDriver object); false without the gate. A spec without a CSI source is `KCSI_ERR_INVALID_ARGUMENT`."
+        return self._invoke('kcsi_supports_selinux_context_mount', (spec_json,))
+
     def attacher_new(self):
         'kcsi_attacher_new: Creates an attacher for host `h`. On success `*out` receives a handle the caller owns and frees with `kcsi_attacher_free`; on error it is unchanged.'
         return self._invoke('kcsi_attacher_new', ())
@@ -137,7 +145,7 @@ class _MounterMethods:
         return self._invoke('kcsi_mounter_path', ())
 
     def set_up(self, args_json=None):
-        'kcsi_mounter_set_up: Publishes the volume (the kubelet\'s `SetUp`): NodePublishVolume into the mount path, with `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int, "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string}`, all optional, unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final (then the directory is removed unless something is mounted on it). Nullable: args_json.'
+        'kcsi_mounter_set_up: Publishes the volume (the kubelet\'s `SetUp`): NodePublishVolume into the mount path, with `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int, "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string, "reconstructedVolume": bool, "isRemount": bool}`, all optional, unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final (then the directory is removed unless something is mounted on it, or the volume is a reconstructed one or a remount, which a pod may already use). Nullable: args_json.'
         return self._invoke('kcsi_mounter_set_up', (args_json,))
 
     def metrics(self):

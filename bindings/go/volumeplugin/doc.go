@@ -1,0 +1,32 @@
+// Package volumeplugin is kcsi as the kubelet's CSI volume plugin: a drop-in replacement for
+// k8s.io/kubernetes/pkg/volume/csi.
+//
+// A kubelet changes two lines: its volume plugin list takes New(cfg) in place of
+// csi.ProbeVolumePlugins(), and its plugin manager registers Plugin.RegistrationHandler() for
+// the "CSIPlugin" type in place of csi.PluginHandler. The plugin is named kubernetes.io/csi,
+// so the on-disk layout under the kubelet root and the kubelet's name-keyed lookups stay as
+// they are; volumes set up by either plugin are torn down and reconstructed by the other.
+//
+// The plugin implements every interface upstream's csiPlugin does (VolumePlugin,
+// AttachableVolumePlugin, DeviceMountableVolumePlugin, BlockVolumePlugin,
+// NodeExpandableVolumePlugin), and its mounters, unmounters, attachers and block mappers
+// those upstream's do, checked at compile time: the kubelet finds capabilities by type
+// assertion. kcsi's error classes become the kubelet's types: uncertain errors are
+// volumetypes.UncertainProgressError, transient ones TransientOperationFailure, so the
+// operation executor records the same volume states as with upstream.
+//
+// Deliberate differences from upstream:
+//   - kcsi talks to the API server with its own client, made from Config.Kubeconfig (empty:
+//     standalone), and watches CSIDriver objects itself; it does not use the VolumeHost's
+//     client, informer factory or service-account token getter (kcsi requests tokens itself).
+//   - SetUpAt and TearDownAt accept only the mounter's own path (the kubelet never passes
+//     another); kcsi owns the layout.
+//   - When kcsi applies fsGroup itself (the driver lacks VOLUME_MOUNT_GROUP), it reports no
+//     progress events through MounterArgs.Recorder and ignores
+//     MounterArgs.VolumeOwnershipApplicator.
+//   - Attach, Detach and VolumeAttachment waits belong to the attach/detach controller:
+//     Attach and Detach return an error; VolumesAreAttached checks each VolumeAttachment once.
+//   - VerifyExhaustedResource reports false: kcsi does not refresh CSINode allocatable counts
+//     on ResourceExhausted attach errors (MutableCSINodeAllocatableCount).
+//   - GetDeviceMountRefs asks the VolumeHost's mounter, as upstream does.
+package volumeplugin

@@ -1,0 +1,246 @@
+package volumeplugin
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/volume"
+	volumetest "k8s.io/kubernetes/pkg/volume/testing"
+)
+
+// The tests run the real csi-driver-host-path (scripts/peers/build.sh hostpath, or
+// $KCSI_HOSTPATH) with real mounts, so they need root.
+
+const (
+	driverName = "hostpath.csi.k8s.io"
+	nodeName   = "node-1"
+)
+
+func hostpathBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("KCSI_HOSTPATH"); p != "" {
+		return p
+	}
+	out, err := exec.Command("../../../scripts/peers/path.sh", "hostpath").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%v: %s", err, ee.Stderr)
+		}
+		t.Fatalf("the hostpath driver is not built (scripts/peers/build.sh hostpath, or set KCSI_HOSTPATH): %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// env is one kubelet root with a running hostpath driver and an initialized plugin.
+type env struct {
+	root   string
+	socket string
+	state  string
+	plugin *Plugin
+	host   volume.VolumeHost
+	csi    *grpc.ClientConn
+}
+
+// hostpathCSIDriver is the CSIDriver object the driver's deployment installs.
+func hostpathCSIDriver() *storagev1.CSIDriver {
+	f := false
+	t := true
+	file := storagev1.FileFSGroupPolicy
+	return &storagev1.CSIDriver{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "CSIDriver"},
+		ObjectMeta: metav1.ObjectMeta{Name: driverName},
+		Spec: storagev1.CSIDriverSpec{
+			AttachRequired:       &f,
+			PodInfoOnMount:       &t,
+			FSGroupPolicy:        &file,
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral},
+		},
+	}
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the hostpath driver mounts")
+	}
+	root, err := os.MkdirTemp("/tmp", "kcsi-vp.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{root: root, state: filepath.Join(root, "state"),
+		socket: filepath.Join(root, "plugins", driverName, "csi.sock")}
+	t.Cleanup(func() {
+		unmountUnder(t, root)
+		detachLoopsUnder(t, root)
+		os.RemoveAll(root)
+	})
+	if err := os.MkdirAll(filepath.Dir(e.socket), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(hostpathBinary(t), "--endpoint=unix://"+e.socket, "--nodeid="+nodeName,
+		"--statedir="+e.state, "--drivername="+driverName, "-v=5")
+	logf, err := os.Create(filepath.Join(root, "driver.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("driver log:\n%s", b)
+		}
+	})
+	for i := 0; ; i++ {
+		if _, err := os.Stat(e.socket); err == nil {
+			break
+		}
+		if i > 200 {
+			t.Fatal("the hostpath driver did not create its socket")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	e.csi, err = grpc.NewClient("unix://"+e.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.csi.Close() })
+
+	e.plugin = New(Config{CSIDrivers: []any{hostpathCSIDriver()}})
+	t.Cleanup(e.plugin.Close)
+	e.host = volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, root, nil, []volume.VolumePlugin{e.plugin}, nodeName, nil, nil)
+	h := e.plugin.RegistrationHandler()
+	if err := h.ValidatePlugin(driverName, e.socket, []string{"1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := 10 * time.Second
+	if err := h.RegisterPlugin(driverName, e.socket, []string{"1.0.0"}, &timeout); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// createVolume makes a volume in the driver, as the external provisioner would.
+func (e *env) createVolume(t *testing.T, name string, block bool) string {
+	t.Helper()
+	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	if block {
+		capability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+	} else {
+		capability.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := csi.NewControllerClient(e.csi).CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: name, VolumeCapabilities: []*csi.VolumeCapability{capability},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20},
+	})
+	if err != nil {
+		t.Fatalf("CreateVolume %s: %v", name, err)
+	}
+	handle := resp.Volume.VolumeId
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		csi.NewControllerClient(e.csi).DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: handle})
+	})
+	return handle
+}
+
+func pvSpec(name, handle string, block bool) *volume.Spec {
+	mode := v1.PersistentVolumeFilesystem
+	if block {
+		mode = v1.PersistentVolumeBlock
+	}
+	return volume.NewSpecFromPersistentVolume(&v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.PersistentVolumeSpec{
+			AccessModes:            []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			VolumeMode:             &mode,
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: driverName, VolumeHandle: handle}},
+		},
+	}, false)
+}
+
+func testPod(uid string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-" + uid, Namespace: "default", UID: types.UID(uid)}}
+}
+
+// unmountUnder lazily unmounts every mount below dir, deepest first, so nothing is left
+// behind even when a test failed half way.
+func unmountUnder(t testing.TB, dir string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Logf("cannot read the mount table: %v", err)
+		return
+	}
+	defer f.Close()
+	var points []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
+			points = append(points, fields[4])
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
+			t.Logf("unmount %s: %v", p, err)
+		}
+	}
+}
+
+func isMountPoint(t *testing.T, path string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
+}
+
+// detachLoopsUnder detaches loop devices backed by files below dir (the driver's block
+// volumes), in case a test stopped before the driver did.
+func detachLoopsUnder(t testing.TB, dir string) {
+	out, err := exec.Command("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && strings.HasPrefix(f[1], dir+"/") {
+			if err := exec.Command("losetup", "-d", f[0]).Run(); err != nil {
+				t.Logf("losetup -d %s: %v", f[0], err)
+			}
+		}
+	}
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Kubelet suite: kcsi inside the real kubelet code (tests/kubelet, see its main.go), against a
+# real kube-apiserver + etcd, the real node-driver-registrar and the real hostpath driver,
+# every scenario also run with upstream's CSI plugin and compared; then the volumeplugin
+# package's own tests against the real hostpath driver.
+#   KCSI_KUBELET_BENCH=<n>    pods in the start/teardown benchmark (default 32; 0 skips it)
+#   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
+# The e2e binary links the whole kubelet: its first build takes ~10 min on 2 cores. It is
+# cached outside git, keyed on its Go sources (and the binding's), go.sum, kcsi.h and the Go
+# version, in ${KCSI_PEERS_CACHE:-~/.cache/kcsi-peers}/kubelet-e2e-<key>/; it links
+# libkcsi.so.1 dynamically, so a library change alone needs no rebuild.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+source scripts/peers/versions.sh   # GOTOOLCHAIN, KCSI_GO, KCSI_GO_VERSION, KCSI_PEERS_CACHE
+GO=$KCSI_GO
+PREFIX=${KCSI_GO_PREFIX:-$REPO/target/go-prefix}
+
+make --no-print-directory install PREFIX="$PREFIX" >/dev/null || exit 1
+scripts/peers/path.sh hostpath >/dev/null 2>&1 || scripts/peers/build.sh hostpath || exit 1
+scripts/peers/path.sh registrar >/dev/null 2>&1 || scripts/peers/build.sh registrar || exit 1
+export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+key=$( { cat tests/kubelet/go.mod tests/kubelet/go.sum tests/kubelet/*.go \
+           bindings/go/volumeplugin/go.mod bindings/go/volumeplugin/*.go \
+           bindings/go/go.mod bindings/go/*.go bindings/go/*.c bindings/go/*.h include/kcsi.h
+         echo "$KCSI_GO_VERSION"; } | sha256sum | cut -c1-16)
+BIN=$KCSI_PEERS_CACHE/kubelet-e2e-$key/kubelet-e2e
+if [ ! -x "$BIN" ]; then
+  echo "--- building $BIN (first build of the kubelet: ~10 min on 2 cores)"
+  start=$SECONDS
+  mkdir -p "$(dirname "$BIN")"
+  (cd tests/kubelet && "$GO" build -o "$BIN.tmp" .) || { rm -f "$BIN.tmp"; exit 1; }
+  mv "$BIN.tmp" "$BIN"
+  echo "--- built in $((SECONDS - start)) s"
+else
+  echo "--- reusing $BIN"
+fi
+
+failed=()
+echo "--- volumeplugin: go vet, go test"
+(cd bindings/go/volumeplugin && "$GO" vet ./... && "$GO" test -count=1 ./...) || failed+=(volumeplugin)
+echo "--- kubelet-e2e run"
+start=$SECONDS
+# shellcheck disable=SC2086
+"$BIN" run -repo "$REPO" -bench "${KCSI_KUBELET_BENCH:-32}" ${KCSI_KUBELET_ARGS:-} || failed+=(kubelet-e2e)
+echo "--- kubelet-e2e run took $((SECONDS - start)) s"
+echo "kubelet: ${failed[*]:+FAILED: ${failed[*]}}${failed[*]:-ok}"
+[ ${#failed[@]} -eq 0 ]

@@ -1,0 +1,37 @@
+// Command kubelet-e2e runs kcsi inside the real kubelet code and compares it with upstream's
+// CSI plugin.
+//
+//	kubelet-e2e kubelet -plugin kcsi|upstream -root DIR -kubeconfig FILE -node NAME
+//	    runs one kubelet (cmd/kubelet/app.RunKubelet, as kubemark's hollow node does) with
+//	    the real mounter, host utils, subpather and prober, and fakes only for containers.
+//	kubelet-e2e run -repo DIR -work DIR [-scenarios a,b] [-bench N]
+//	    the suite: a real kube-apiserver + etcd, then for each plugin the real hostpath
+//	    driver, node-driver-registrar and a kubelet process; every scenario runs with both
+//	    plugins and the suite compares what the driver received, the files under the kubelet
+//	    root and the Node/CSINode objects.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: kubelet-e2e kubelet|run [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "kubelet":
+		err = runKubelet(os.Args[2:])
+	case "run":
+		err = runSuite(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q (want kubelet or run)", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubelet-e2e:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const driverName = "hostpath.csi.k8s.io"
+
+// node is one kubelet with its CSI driver and registrar, as a DaemonSet would run them:
+// the driver's socket under <root>/plugins/<driver>/, the registrar's in plugins_registry/.
+type node struct {
+	s      *suite
+	plugin string // kcsi or upstream
+	name   string
+	ns     string
+	dir    string
+	root   string
+	state  string
+	socket string
+
+	driver, registrar, kubelet *exec.Cmd
+	driverLog                  string
+	csi                        *grpc.ClientConn
+}
+
+func (s *suite) newNode(plugin string) *node {
+	dir := filepath.Join(s.work, plugin)
+	root := filepath.Join(dir, "root")
+	return &node{s: s, plugin: plugin, name: "node-" + plugin, ns: "ns-" + plugin, dir: dir, root: root,
+		state: filepath.Join(dir, "state"), socket: filepath.Join(root, "plugins", driverName, "csi.sock"),
+		driverLog: filepath.Join(dir, "driver.log")}
+}
+
+func startProc(logPath string, name string, args ...string) (*exec.Cmd, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	go func() { cmd.Wait(); f.Close() }()
+	return cmd, nil
+}
+
+func stopProc(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+}
+
+func (n *node) start(ctx context.Context) error {
+	for _, d := range []string{filepath.Dir(n.socket), filepath.Join(n.root, "plugins_registry"), n.state} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return err
+		}
+	}
+	var err error
+	n.driver, err = startProc(n.driverLog, n.s.hostpath, "--endpoint=unix://"+n.socket, "--nodeid="+n.name,
+		"--statedir="+n.state, "--drivername="+driverName, "-v=5")
+	if err != nil {
+		return fmt.Errorf("hostpath driver: %w", err)
+	}
+	if err := waitFor(ctx, 20*time.Second, "the driver's socket", func() (bool, error) {
+		_, err := os.Stat(n.socket)
+		return err == nil, nil
+	}); err != nil {
+		return err
+	}
+	n.csi, err = grpc.NewClient("unix://"+n.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	n.registrar, err = startProc(filepath.Join(n.dir, "registrar.log"), n.s.registrar, "--csi-address="+n.socket,
+		"--kubelet-registration-path="+n.socket, "--plugin-registration-path="+filepath.Join(n.root, "plugins_registry"), "-v=3")
+	if err != nil {
+		return fmt.Errorf("node-driver-registrar: %w", err)
+	}
+	return n.startKubelet(ctx)
+}
+
+func (n *node) startKubelet(ctx context.Context) error {
+	var err error
+	n.kubelet, err = startProc(filepath.Join(n.dir, "kubelet.log"), n.s.self, "kubelet", "-plugin", n.plugin,
+		"-root", n.root, "-kubeconfig", n.s.kubeconfig, "-node", n.name, "-v=3")
+	if err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	return waitFor(ctx, 90*time.Second, n.name+" Ready with the driver in its CSINode", func() (bool, error) {
+		nd, err := n.s.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		ready := false
+		for _, c := range nd.Status.Conditions {
+			if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			return false, nil
+		}
+		cn, err := n.s.client.StorageV1().CSINodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		for _, d := range cn.Spec.Drivers {
+			if d.Name == driverName {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func (n *node) stopKubelet() {
+	stopProc(n.kubelet)
+	n.kubelet = nil
+}
+
+// stop stops the processes and leaves nothing mounted: the kubelet bind-mounts its root onto
+// itself (rshared) and keeps it, and a failed scenario may leave volumes published.
+func (n *node) stop() {
+	n.stopKubelet()
+	stopProc(n.registrar)
+	if n.csi != nil {
+		n.csi.Close()
+	}
+	stopProc(n.driver)
+	unmountUnder(n.dir)
+	detachLoopsUnder(n.dir)
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// createVolume makes a volume in the driver, as the external provisioner would.
+func (n *node) createVolume(ctx context.Context, name string, block bool) (string, error) {
+	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	if block {
+		capability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+	} else {
+		capability.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}}
+	}
+	resp, err := csi.NewControllerClient(n.csi).CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: name, VolumeCapabilities: []*csi.VolumeCapability{capability},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20},
+	})
+	if err != nil {
+		return "", fmt.Errorf("CreateVolume %s: %w", name, err)
+	}
+	return resp.Volume.VolumeId, nil
+}
+
+func (n *node) deleteVolume(ctx context.Context, handle string) error {
+	_, err := csi.NewControllerClient(n.csi).DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: handle})
+	return err
+}
+
+func mountPoints(under string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && (fields[4] == under || strings.HasPrefix(fields[4], under+"/")) {
+			points = append(points, fields[4])
+		}
+	}
+	return points
+}
+
+func isMountPoint(path string) bool {
+	for _, p := range mountPoints(path) {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
+func unmountUnder(dir string) {
+	points := mountPoints(dir)
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
+			fmt.Fprintf(os.Stderr, "kubelet-e2e: unmount %s: %v\n", p, err)
+		}
+	}
+}
+
+func detachLoopsUnder(dir string) {
+	out, err := exec.Command("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && strings.HasPrefix(f[1], dir+"/") {
+			if err := exec.Command("losetup", "-d", f[0]).Run(); err != nil {
+				fmt.Fprintf(os.Stderr, "kubelet-e2e: losetup -d %s: %v\n", f[0], err)
+			}
+		}
+	}
+}

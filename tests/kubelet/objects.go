@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// hostpathCSIDriver is the CSIDriver object csi-driver-host-path's deployment installs.
+func hostpathCSIDriver() *storagev1.CSIDriver {
+	f, t := false, true
+	file := storagev1.FileFSGroupPolicy
+	return &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: driverName},
+		Spec: storagev1.CSIDriverSpec{
+			AttachRequired:       &f,
+			PodInfoOnMount:       &t,
+			FSGroupPolicy:        &file,
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral},
+		},
+	}
+}
+
+// claim is a PV pre-bound to a PVC, bound by hand: no controller-manager runs.
+type claim struct {
+	pv, pvc, handle string
+}
+
+func (n *node) createClaim(ctx context.Context, name string, block bool) (*claim, error) {
+	handle, err := n.createVolume(ctx, n.plugin+"-"+name, block)
+	if err != nil {
+		return nil, err
+	}
+	c := &claim{pv: "pv-" + name + "-" + n.plugin, pvc: "pvc-" + name, handle: handle}
+	mode := v1.PersistentVolumeFilesystem
+	if block {
+		mode = v1.PersistentVolumeBlock
+	}
+	size := resource.MustParse("16Mi")
+	pv := &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: c.pv},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: size},
+			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
+			VolumeMode:                    &mode,
+			ClaimRef:                      &v1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: n.ns, Name: c.pvc},
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
+				Driver: driverName, VolumeHandle: handle,
+				VolumeAttributes: map[string]string{"kind": map[bool]string{true: "block", false: "file"}[block]},
+			}},
+		},
+	}
+	if pv, err = n.s.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	empty := ""
+	pvc := &v1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: c.pvc, Namespace: n.ns},
+		Spec: v1.PersistentVolumeClaimSpec{
+			AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			StorageClassName: &empty,
+			VolumeName:       c.pv,
+			VolumeMode:       &mode,
+			Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: size}},
+		},
+	}
+	if pvc, err = n.s.client.CoreV1().PersistentVolumeClaims(n.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	pvc.Status = v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound, AccessModes: pvc.Spec.AccessModes,
+		Capacity: v1.ResourceList{v1.ResourceStorage: size}}
+	if _, err := n.s.client.CoreV1().PersistentVolumeClaims(n.ns).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		return nil, err
+	}
+	pv.Spec.ClaimRef.UID = pvc.UID
+	if pv, err = n.s.client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		return nil, err
+	}
+	pv.Status.Phase = v1.VolumeBound
+	if _, err := n.s.client.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// deleteClaim removes PVC and PV (stripping the protection finalizers no controller would
+// ever remove) and the driver's volume.
+func (n *node) deleteClaim(ctx context.Context, c *claim) error {
+	strip := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := n.s.client.CoreV1().PersistentVolumeClaims(n.ns).Patch(ctx, c.pvc, types.MergePatchType, strip, metav1.PatchOptions{}); ignoreNotFound(err) != nil {
+		return err
+	}
+	if err := n.s.client.CoreV1().PersistentVolumeClaims(n.ns).Delete(ctx, c.pvc, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
+		return err
+	}
+	if _, err := n.s.client.CoreV1().PersistentVolumes().Patch(ctx, c.pv, types.MergePatchType, strip, metav1.PatchOptions{}); ignoreNotFound(err) != nil {
+		return err
+	}
+	if err := n.s.client.CoreV1().PersistentVolumes().Delete(ctx, c.pv, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
+		return err
+	}
+	return n.deleteVolume(ctx, c.handle)
+}
+
+// pod is a one-container pod bound to the node (no scheduler runs).
+func (n *node) pod(name string, vols []v1.Volume, mounts []v1.VolumeMount, devices []v1.VolumeDevice) *v1.Pod {
+	f := false
+	grace := int64(1)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: n.ns},
+		Spec: v1.PodSpec{
+			NodeName:                      n.name,
+			AutomountServiceAccountToken:  &f,
+			TerminationGracePeriodSeconds: &grace,
+			Volumes:                       vols,
+			Containers: []v1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10",
+				VolumeMounts: mounts, VolumeDevices: devices,
+			}},
+		},
+	}
+}
+
+func claimVolume(c *claim) v1.Volume {
+	return v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{
+		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: c.pvc}}}
+}
+
+func (n *node) waitRunning(ctx context.Context, name string, timeout time.Duration) (*v1.Pod, error) {
+	var pod *v1.Pod
+	err := waitFor(ctx, timeout, "pod "+name+" Running and Ready", func() (bool, error) {
+		p, err := n.s.client.CoreV1().Pods(n.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		if p.Status.Phase != v1.PodRunning {
+			return false, nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil && pod != nil {
+		err = fmt.Errorf("%w (phase %s, conditions %+v)", err, pod.Status.Phase, pod.Status.Conditions)
+	}
+	return pod, err
+}
+
+// deletePod deletes the pod gracefully and waits until the kubelet has finished with it: the
+// object is gone (the kubelet deletes it once its volumes are torn down) and so is its dir.
+func (n *node) deletePod(ctx context.Context, pod *v1.Pod, timeout time.Duration) error {
+	if err := n.s.client.CoreV1().Pods(n.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
+		return err
+	}
+	return waitFor(ctx, timeout, "pod "+pod.Name+" deleted and its dir removed", func() (bool, error) {
+		_, err := n.s.client.CoreV1().Pods(n.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err == nil {
+			return false, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		_, err = statPodDir(n.root, pod)
+		return err != nil, nil
+	})
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// call is one CSI request the driver logged (hostpath -v=5 logs "gRPCCall: {json}").
+type call struct {
+	Method  string
+	Request map[string]any
+}
+
+// stateful methods are compared request by request; the others (capabilities, probes,
+// stats) only by count, as kcsi caches capabilities per connection.
+var stateful = map[string]bool{
+	"NodeStageVolume": true, "NodeUnstageVolume": true, "NodePublishVolume": true,
+	"NodeUnpublishVolume": true, "NodeGetInfo": true, "NodeExpandVolume": true,
+}
+
+// logMark is a position in the driver's log.
+type logMark int64
+
+func (n *node) mark() logMark {
+	fi, err := os.Stat(n.driverLog)
+	if err != nil {
+		return 0
+	}
+	return logMark(fi.Size())
+}
+
+// callsSince reads the requests logged after m.
+func (n *node) callsSince(m logMark) []call {
+	f, err := os.Open(n.driverLog)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	f.Seek(int64(m), 0)
+	var calls []call
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.Index(line, "gRPCCall: ")
+		if i < 0 {
+			continue
+		}
+		var c call
+		if err := json.Unmarshal([]byte(line[i+len("gRPCCall: "):]), &c); err != nil {
+			continue
+		}
+		c.Method = c.Method[strings.LastIndex(c.Method, "/")+1:]
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// normalizer rewrites what legitimately differs between the two runs (node, namespace and
+// directory names, pod UIDs, volume handles and the hashes made from them) to placeholders.
+type normalizer struct {
+	pairs []string
+}
+
+func (n *node) normalizer(uids map[string]string, handles map[string]string) *normalizer {
+	z := &normalizer{}
+	add := func(from, to string) { z.pairs = append(z.pairs, from, to) }
+	add(n.root, "<root>")
+	add(n.state, "<state>")
+	for name, h := range handles {
+		sum := sha256.Sum256([]byte(h))
+		add(fmt.Sprintf("%x", sum), "<sha256("+name+")>")
+		att := sha256.Sum256([]byte(h + driverName + n.name))
+		add(fmt.Sprintf("csi-%x", att), "<attachment("+name+")>")
+		add(h, "<handle("+name+")>")
+		add("pv-"+name+"-"+n.plugin, "pv-"+name+"-<plugin>")
+	}
+	for name, uid := range uids {
+		add(uid, "<uid("+name+")>")
+	}
+	add(n.ns, "<ns>")
+	add(n.name, "<node>")
+	return z
+}
+
+var ephemeralHandle = regexp.MustCompile(`csi-[0-9a-f]{64}`)
+
+func (z *normalizer) apply(s string) string {
+	s = strings.NewReplacer(z.pairs...).Replace(s)
+	return ephemeralHandle.ReplaceAllString(s, "<ephemeral-handle>")
+}
+
+// callLines: stateful requests in order, in full; the rest as counts (informational).
+func (z *normalizer) callLines(calls []call) (compared, info []string) {
+	counts := map[string]int{}
+	for _, c := range calls {
+		if !stateful[c.Method] {
+			counts[c.Method]++
+			continue
+		}
+		b, _ := json.Marshal(c.Request) // sorted keys
+		compared = append(compared, c.Method+" "+z.apply(string(b)))
+	}
+	for m, k := range counts {
+		info = append(info, fmt.Sprintf("%s x%d", m, k))
+	}
+	sort.Strings(info)
+	return compared, info
+}
+
+// fileLines lists what the CSI plugin owns under the kubelet root: pods' volume dirs and the
+// plugin's global dirs, with type, mode and vol_data.json contents.
+func (z *normalizer) fileLines(root string) []string {
+	var lines []string
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		parts := strings.Split(rel, string(filepath.Separator))
+		keep := false
+		switch {
+		case parts[0] == "pods" && len(parts) <= 2:
+			keep = len(parts) == 2 // the pod dir itself
+		case parts[0] == "pods":
+			keep = strings.HasPrefix(parts[2], "volume") || parts[2] == "plugins"
+		case parts[0] == "plugins" && len(parts) >= 2:
+			keep = parts[1] == "kubernetes.io"
+		}
+		if !keep {
+			if d.IsDir() && rel != "." && rel != "pods" && rel != "plugins" && !(parts[0] == "pods" && len(parts) <= 2) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(path, &st); err != nil {
+			return nil
+		}
+		line := fmt.Sprintf("%s %s %o", z.apply(rel), fileType(st.Mode), st.Mode&0o7777)
+		if isMountPoint(path) {
+			line += " mountpoint"
+			lines = append(lines, line)
+			return filepath.SkipDir // the driver's data
+		}
+		if d.Name() == "vol_data.json" {
+			b, _ := os.ReadFile(path)
+			var m map[string]string
+			json.Unmarshal(b, &m)
+			nb, _ := json.Marshal(m)
+			line += " " + z.apply(string(nb))
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	return lines
+}
+
+func fileType(mode uint32) string {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return "dir"
+	case syscall.S_IFLNK:
+		return "symlink"
+	case syscall.S_IFBLK:
+		return "blockdev"
+	case syscall.S_IFREG:
+		return "file"
+	}
+	return "other"
+}
+
+// nodeLines: what the plugin publishes about the node: CSINode drivers, the node-ID
+// annotation, topology labels.
+func (n *node) nodeLines(ctx context.Context, z *normalizer) []string {
+	var lines []string
+	cn, err := n.s.client.StorageV1().CSINodes().Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		return []string{"CSINode: " + err.Error()}
+	}
+	b, _ := json.Marshal(cn.Spec.Drivers)
+	lines = append(lines, "CSINode.spec.drivers "+z.apply(string(b)))
+	lines = append(lines, "CSINode migrated-plugins "+cn.Annotations["storage.alpha.kubernetes.io/migrated-plugins"])
+	nd, err := n.s.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		return append(lines, "Node: "+err.Error())
+	}
+	lines = append(lines, "Node nodeid annotation "+z.apply(nd.Annotations["csi.volume.kubernetes.io/nodeid"]))
+	var labels []string
+	for k, v := range nd.Labels {
+		if strings.Contains(k, "hostpath") {
+			labels = append(labels, k+"="+z.apply(v))
+		}
+	}
+	sort.Strings(labels)
+	return append(lines, "Node driver labels "+strings.Join(labels, ","))
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// observation is what one scenario saw with one plugin, by key. Keys starting with "info:"
+// are reported but not compared.
+type observation struct {
+	keys   []string
+	values map[string][]string
+}
+
+func (o *observation) add(key string, lines ...string) {
+	if o.values == nil {
+		o.values = map[string][]string{}
+	}
+	if _, ok := o.values[key]; !ok {
+		o.keys = append(o.keys, key)
+	}
+	o.values[key] = append(o.values[key], lines...)
+}
+
+func (o *observation) check(key string, ok bool, detail string) {
+	o.add("check: "+key, fmt.Sprintf("%v", ok))
+	if !ok {
+		o.add("info: failed check "+key, detail)
+	}
+}
+
+// snapshot records, under prefix, the CSI requests since m, the plugin's files and the node
+// objects.
+func (n *node) snapshot(ctx context.Context, o *observation, prefix string, m logMark, z *normalizer) {
+	compared, info := z.callLines(n.callsSince(m))
+	o.add(prefix+" csi requests", compared...)
+	o.add("info: "+prefix+" other csi calls", info...)
+	o.add(prefix+" files", z.fileLines(n.root)...)
+	o.add(prefix+" node objects", n.nodeLines(ctx, z)...)
+}
+
+type scenario struct {
+	name string
+	run  func(ctx context.Context, n *node, o *observation) error
+}
+
+var scenarios = []scenario{
+	{"pod-with-pvc", podWithPVC},
+	{"kubelet-restart", kubeletRestart},
+	{"block-pvc", blockPVC},
+	{"inline-ephemeral", inlineEphemeral},
+	{"fsgroup", fsGroup},
+}
+
+func statPodDir(root string, pod *v1.Pod) (os.FileInfo, error) {
+	return os.Stat(filepath.Join(root, "pods", string(pod.UID)))
+}
+
+func mountPath(n *node, pod *v1.Pod, volume string) string {
+	return filepath.Join(n.root, "pods", string(pod.UID), "volumes", "kubernetes.io~csi", volume, "mount")
+}
+
+const podTimeout = 90 * time.Second
+
+// runPod creates pod, waits for Running, records "running" and deletes it, recording
+// "deleted". between runs while the pod runs.
+func (n *node) runPod(ctx context.Context, o *observation, pod *v1.Pod, handles map[string]string, between func(*v1.Pod, *normalizer) error) error {
+	m := n.mark()
+	pod, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	defer n.s.client.CoreV1().Pods(n.ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+	if pod, err = n.waitRunning(ctx, pod.Name, podTimeout); err != nil {
+		return err
+	}
+	z := n.normalizer(map[string]string{pod.Name: string(pod.UID)}, handles)
+	n.snapshot(ctx, o, "running:", m, z)
+	if between != nil {
+		if err := between(pod, z); err != nil {
+			return err
+		}
+	}
+	m = n.mark()
+	if err := n.deletePod(ctx, pod, podTimeout); err != nil {
+		return err
+	}
+	n.snapshot(ctx, o, "deleted:", m, z)
+	return nil
+}
+
+// podWithPVC: a pre-bound PVC; the bind mount is there and data written through it lands in
+// the driver's volume; deleting the pod unpublishes, unstages and removes the pod dir.
+func podWithPVC(ctx context.Context, n *node, o *observation) error {
+	c, err := n.createClaim(ctx, "fs", false)
+	if err != nil {
+		return err
+	}
+	defer n.deleteClaim(context.Background(), c)
+	pod := n.pod("pvc", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	return n.runPod(ctx, o, pod, map[string]string{"fs": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		target := mountPath(n, pod, c.pv)
+		o.check("the volume is bind-mounted at the pod's mount path", isMountPoint(target), target)
+		werr := os.WriteFile(filepath.Join(target, "hello.txt"), []byte("written through the kubelet's mount"), 0o644)
+		b, rerr := os.ReadFile(filepath.Join(n.state, c.handle, "hello.txt"))
+		o.check("data written through the mount lands in the driver's volume",
+			werr == nil && rerr == nil && string(b) == "written through the kubelet's mount", fmt.Sprintf("write %v, read %v", werr, rerr))
+		return nil
+	})
+}
+
+// kubeletRestart: the kubelet stops while the pod runs and starts again; it reconstructs the
+// volume from disk and then tears it down cleanly when the pod goes.
+func kubeletRestart(ctx context.Context, n *node, o *observation) error {
+	c, err := n.createClaim(ctx, "restart", false)
+	if err != nil {
+		return err
+	}
+	defer n.deleteClaim(context.Background(), c)
+	pod := n.pod("restart", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	return n.runPod(ctx, o, pod, map[string]string{"restart": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		n.stopKubelet()
+		m := n.mark()
+		if err := n.startKubelet(ctx); err != nil {
+			return err
+		}
+		// Upstream reconstructs the volume as uncertain and publishes it again; wait for the
+		// volume manager to settle (the re-publish, or 20 s without it).
+		waitFor(ctx, 20*time.Second, "the re-publish after the restart", func() (bool, error) {
+			for _, c := range n.callsSince(m) {
+				if c.Method == "NodePublishVolume" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		time.Sleep(2 * time.Second)
+		if _, err := n.waitRunning(ctx, pod.Name, podTimeout); err != nil {
+			return err
+		}
+		n.snapshot(ctx, o, "restarted:", m, z)
+		o.check("the volume is still mounted after the restart", isMountPoint(mountPath(n, pod, c.pv)), "")
+		return nil
+	})
+}
+
+// blockPVC: a volumeMode: Block PVC mapped into the pod as a device.
+func blockPVC(ctx context.Context, n *node, o *observation) error {
+	c, err := n.createClaim(ctx, "block", true)
+	if err != nil {
+		return err
+	}
+	defer n.deleteClaim(context.Background(), c)
+	pod := n.pod("block", []v1.Volume{claimVolume(c)}, nil, []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}})
+	return n.runPod(ctx, o, pod, map[string]string{"block": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		dev := filepath.Join(n.root, "pods", string(pod.UID), "volumeDevices", "kubernetes.io~csi", c.pv)
+		var st syscall.Stat_t
+		err := syscall.Stat(dev, &st)
+		o.check("the pod's device map path is a block device", err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFBLK, fmt.Sprintf("%s: %v", dev, err))
+		return nil
+	})
+}
+
+// inlineEphemeral: a CSI ephemeral inline volume (no PV; handle from pod UID and name).
+func inlineEphemeral(ctx context.Context, n *node, o *observation) error {
+	vol := v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{
+		Driver: driverName, VolumeAttributes: map[string]string{"size": "1Mi"}}}}
+	pod := n.pod("inline", []v1.Volume{vol}, []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}, nil)
+	return n.runPod(ctx, o, pod, nil, func(pod *v1.Pod, z *normalizer) error {
+		target := mountPath(n, pod, "scratch")
+		o.check("the inline volume is mounted", isMountPoint(target), target)
+		return nil
+	})
+}
+
+// fsGroup: the pod's fsGroup is applied to the volume (CSIDriver fsGroupPolicy: File; the
+// hostpath driver has no VOLUME_MOUNT_GROUP, so the plugin changes ownership itself).
+func fsGroup(ctx context.Context, n *node, o *observation) error {
+	c, err := n.createClaim(ctx, "fsgroup", false)
+	if err != nil {
+		return err
+	}
+	defer n.deleteClaim(context.Background(), c)
+	if err := os.WriteFile(filepath.Join(n.state, c.handle, "existing.txt"), []byte("x"), 0o600); err != nil {
+		return err
+	}
+	pod := n.pod("fsgroup", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	gid := int64(2345)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
+	return n.runPod(ctx, o, pod, map[string]string{"fsgroup": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		target := mountPath(n, pod, c.pv)
+		var lines []string
+		for _, name := range []string{"", "existing.txt"} {
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(target, name), &st); err != nil {
+				lines = append(lines, name+": "+err.Error())
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("%q gid %d mode %o", name, st.Gid, st.Mode&0o7777))
+		}
+		o.add("running: ownership", lines...)
+		o.check("fsGroup is applied", strings.Contains(strings.Join(lines, ";"), "gid 2345"), strings.Join(lines, "; "))
+		return nil
+	})
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+type suite struct {
+	repo, work          string
+	self                string
+	hostpath, registrar string
+	kubeconfig          string
+	client              *clientset.Clientset
+}
+
+var plugins = []string{"kcsi", "upstream"}
+
+func runSuite(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	repo := fs.String("repo", ".", "the kcsi repository (for scripts/peers)")
+	work := fs.String("work", "", "work directory (default: a new one under /tmp)")
+	only := fs.String("scenarios", "", "comma-separated scenarios to run (default: all)")
+	bench := fs.Int("bench", 32, "pods in the start/teardown benchmark (0: skip it)")
+	keep := fs.Bool("keep", false, "keep the work directory")
+	show := fs.Bool("show", false, "print every observation, not only the differences")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	s := &suite{repo: *repo}
+	var err error
+	if s.self, err = os.Executable(); err != nil {
+		return err
+	}
+	if s.hostpath, err = s.peer("hostpath"); err != nil {
+		return err
+	}
+	if s.registrar, err = s.peer("registrar"); err != nil {
+		return err
+	}
+	s.work = *work
+	if s.work == "" {
+		if s.work, err = os.MkdirTemp("/tmp", "kcsi-kubelet-e2e."); err != nil {
+			return err
+		}
+	}
+	if !*keep {
+		defer func() {
+			unmountUnder(s.work)
+			os.RemoveAll(s.work)
+		}()
+	}
+	started := time.Now()
+	api := filepath.Join(s.work, "api")
+	if out, err := exec.Command(filepath.Join(s.repo, "scripts/peers/apiserver.sh"), "start", api).CombinedOutput(); err != nil {
+		return fmt.Errorf("starting kube-apiserver: %v\n%s", err, out)
+	}
+	defer exec.Command(filepath.Join(s.repo, "scripts/peers/apiserver.sh"), "stop", api).Run()
+	s.kubeconfig = filepath.Join(api, "kubeconfig")
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	if s.client, err = clientset.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if _, err := s.client.StorageV1().CSIDrivers().Create(ctx, hostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	fmt.Printf("kube-apiserver up in %.1f s\n", time.Since(started).Seconds())
+
+	selected := scenarios
+	if *only != "" {
+		selected = nil
+		for _, name := range strings.Split(*only, ",") {
+			found := false
+			for _, sc := range scenarios {
+				if sc.name == name {
+					selected, found = append(selected, sc), true
+				}
+			}
+			if !found {
+				return fmt.Errorf("no scenario %q", name)
+			}
+		}
+	}
+
+	obs := map[string]map[string]*observation{} // plugin -> scenario -> observation
+	errs := map[string]map[string]error{}
+	benches := map[string]benchResult{}
+	for _, plugin := range plugins {
+		obs[plugin], errs[plugin] = map[string]*observation{}, map[string]error{}
+		n := s.newNode(plugin)
+		if _, err := s.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := n.start(ctx); err != nil {
+			n.stop()
+			return fmt.Errorf("%s node: %w (logs in %s)", plugin, err, n.dir)
+		}
+		fmt.Printf("[%s] node Ready with the driver registered in %.1f s\n", plugin, time.Since(t0).Seconds())
+		for _, sc := range selected {
+			o := &observation{}
+			t := time.Now()
+			err := sc.run(ctx, n, o)
+			obs[plugin][sc.name], errs[plugin][sc.name] = o, err
+			status := "done"
+			if err != nil {
+				status = "ERROR: " + err.Error()
+			}
+			fmt.Printf("[%s] %s: %s (%.1f s)\n", plugin, sc.name, status, time.Since(t).Seconds())
+		}
+		if *bench > 0 {
+			b, err := n.benchmark(ctx, *bench)
+			if err != nil {
+				fmt.Printf("[%s] benchmark: ERROR: %v\n", plugin, err)
+			} else {
+				benches[plugin] = b
+			}
+		}
+		n.stop()
+		if left := mountPoints(n.dir); len(left) > 0 {
+			return fmt.Errorf("%s node left mounts behind: %v", plugin, left)
+		}
+	}
+
+	failed := report(selected, obs, errs, *show)
+	if *bench > 0 {
+		fmt.Printf("\nbenchmark: %d pods, one CSI PVC each, created at once (same run, same machine)\n", *bench)
+		for _, p := range plugins {
+			if b, ok := benches[p]; ok {
+				fmt.Printf("  %-8s all Running %6.1f s   all torn down %6.1f s\n", p, b.running.Seconds(), b.torndown.Seconds())
+			}
+		}
+	}
+	fmt.Printf("\nsuite time %.1f s\n", time.Since(started).Seconds())
+	if failed > 0 {
+		return fmt.Errorf("%d scenario(s) failed or differ from upstream (logs kept in %s: run with -keep)", failed, s.work)
+	}
+	return nil
+}
+
+func (s *suite) peer(name string) (string, error) {
+	out, err := exec.Command(filepath.Join(s.repo, "scripts/peers/path.sh"), name).Output()
+	if err != nil {
+		return "", fmt.Errorf("peer %s is not built (scripts/peers/build.sh %s): %v", name, name, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// report prints each scenario's observations side by side where they differ; it returns how
+// many scenarios failed (an error, a failed check, or a compared key that differs).
+func report(selected []scenario, obs map[string]map[string]*observation, errs map[string]map[string]error, show bool) int {
+	failed := 0
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	for _, sc := range selected {
+		k, u := obs["kcsi"][sc.name], obs["upstream"][sc.name]
+		var problems []string
+		for _, p := range plugins {
+			if err := errs[p][sc.name]; err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", p, err))
+			}
+		}
+		keys := append([]string{}, k.keys...)
+		for _, key := range u.keys {
+			if _, ok := k.values[key]; !ok {
+				keys = append(keys, key)
+			}
+		}
+		var diffs, infos, same []string
+		for _, key := range keys {
+			kv, uv := strings.Join(k.values[key], "\n"), strings.Join(u.values[key], "\n")
+			if strings.HasPrefix(key, "check: ") && kv != "true" {
+				problems = append(problems, "kcsi failed "+strings.TrimPrefix(key, "check: ")+" ("+strings.Join(k.values["info: failed check "+strings.TrimPrefix(key, "check: ")], "")+")")
+			}
+			if kv == uv {
+				if show {
+					same = append(same, fmt.Sprintf("  %s\n%s", key, indent(k.values[key])))
+				}
+				continue
+			}
+			block := fmt.Sprintf("  %s\n    kcsi:\n%s\n    upstream:\n%s", key, indent(k.values[key]), indent(u.values[key]))
+			if strings.HasPrefix(key, "info: ") {
+				infos = append(infos, block)
+			} else {
+				diffs = append(diffs, block)
+			}
+		}
+		status := "SAME as upstream"
+		if len(problems) > 0 || len(diffs) > 0 {
+			status = "FAILED"
+			failed++
+		}
+		fmt.Fprintf(w, "\n=== %s: %s\n", sc.name, status)
+		for _, p := range problems {
+			fmt.Fprintf(w, "  error: %s\n", p)
+		}
+		for _, d := range diffs {
+			fmt.Fprintf(w, "differs:\n%s\n", d)
+		}
+		for _, d := range infos {
+			fmt.Fprintf(w, "differs (informational):\n%s\n", d)
+		}
+		for _, d := range same {
+			fmt.Fprintf(w, "same for both:\n%s\n", d)
+		}
+		if len(diffs) == 0 {
+			fmt.Fprintf(w, "  compared: %d keys, %d lines equal\n", len(keys), countLines(k))
+		}
+	}
+	return failed
+}
+
+func countLines(o *observation) int {
+	n := 0
+	for key, v := range o.values {
+		if !strings.HasPrefix(key, "info: ") {
+			n += len(v)
+		}
+	}
+	return n
+}
+
+func indent(lines []string) string {
+	if len(lines) == 0 {
+		return "      (none)"
+	}
+	return "      " + strings.Join(lines, "\n      ")
+}
