@@ -47,13 +47,8 @@ pub extern "C" fn kcsi_host_new(
         out_arg(host_out, "host_out")?;
         logging::init();
         let _rt = runtime::handle()?.enter();
-        let host = Host::new(config)?;
-        write_value(
-            host_out,
-            Box::into_raw(Box::new(kcsi_host {
-                host: Arc::new(host),
-            })),
-        );
+        let host = Host::start(config)?;
+        write_value(host_out, Box::into_raw(Box::new(kcsi_host { host })));
         Ok(())
     })
 }
@@ -80,7 +75,9 @@ pub extern "C" fn kcsi_host_status(
 pub extern "C" fn kcsi_host_free(h: *mut kcsi_host) {
     super::boundary::guard_value((), || {
         if !h.is_null() {
-            drop(unsafe { Box::from_raw(h) });
+            let h = unsafe { Box::from_raw(h) };
+            h.host.stop();
+            drop(h);
         }
     })
 }
