@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod plugin_peers;
+
 pub const DRIVER: &str = "hostpath.csi.k8s.io";
 
 fn repo() -> PathBuf {

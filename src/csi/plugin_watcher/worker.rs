@@ -137,7 +137,8 @@ pub async fn run(
             }
             Outcome::Rejected(message) => {
                 tracing::error!(
-                    "plugin watcher: {message}; not retrying until the socket is re-created"
+                    "plugin watcher: socket {}: {message}; not retrying until the socket is re-created",
+                    socket.display()
                 );
                 update(&state, |s| {
                     s.phase = Phase::Rejected;
@@ -149,10 +150,16 @@ pub async fn run(
             Outcome::Retry(message) => {
                 // Logged when it changes, not at every retry of a socket that stays broken.
                 if logged.as_deref() != Some(&message) {
-                    tracing::warn!("plugin watcher: {message}; retrying with backoff");
+                    tracing::warn!(
+                        "plugin watcher: socket {}: {message}; retrying with backoff",
+                        socket.display()
+                    );
                     logged = Some(message.clone());
                 } else {
-                    tracing::debug!("plugin watcher: {message}; retrying in {pause:?}");
+                    tracing::debug!(
+                        "plugin watcher: socket {}: {message}; retrying in {pause:?}",
+                        socket.display()
+                    );
                 }
                 update(&state, |s| {
                     s.phase = Phase::Retrying;
