@@ -34,8 +34,11 @@ pub(crate) fn upgrade(host: &Weak<Host>) -> Result<Arc<Host>> {
 }
 
 /// Creates a host from `config_json` (see the C API contract: `nodeName` and `rootDir` are
-/// required; unknown keys are rejected). On success `*host_out` receives a host the caller
-/// owns and frees with `kcsi_host_free`; on error it is unchanged.
+/// required; unknown keys are rejected). With `"pluginWatcher": true` the host watches
+/// `<rootDir>/plugins_registry/` (or `"pluginsRegistryDir"`, an absolute path) for
+/// node-driver-registrar sockets and registers their drivers as the kubelet's plugin manager
+/// does; the directory is created if missing. On success `*host_out` receives a host the
+/// caller owns and frees with `kcsi_host_free`; on error it is unchanged.
 #[no_mangle]
 pub extern "C" fn kcsi_host_new(
     config_json: *const c_char,
@@ -53,8 +56,12 @@ pub extern "C" fn kcsi_host_new(
     })
 }
 
-/// The host's status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...}`. Caller
-/// frees `*status_json_out` with `kcsi_string_free`.
+/// The host's status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...,
+/// "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen",
+/// "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts",
+/// "lastError"}]}` with `state` one of `registering`, `registered`, `retrying` (failed, tried
+/// again with backoff) or `rejected` (refused until the socket is re-created). Caller frees
+/// `*status_json_out` with `kcsi_string_free`.
 #[no_mangle]
 pub extern "C" fn kcsi_host_status(
     h: *mut kcsi_host,
@@ -69,7 +76,8 @@ pub extern "C" fn kcsi_host_status(
     })
 }
 
-/// Frees a host. Handles created from it stay valid and then fail with
+/// Frees a host and stops its plugin watcher (drivers it registered are not deregistered, as
+/// when a kubelet stops). Handles created from it stay valid and then fail with
 /// `KCSI_ERR_FAILED_PRECONDITION`. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_host_free(h: *mut kcsi_host) {
