@@ -451,6 +451,11 @@ fn bad_registration_sockets_are_refused_once_and_nothing_registers() {
     let csi_in_registry = reg.join("csi-in-registry.sock");
     std::fs::rename(&csi.socket, &csi_in_registry).unwrap();
 
+    // A listener that never answers: retried (it might be a registrar still starting), its
+    // error logged once however often it is retried.
+    let silent_path = reg.join("silent-reg.sock");
+    let _silent = UnixListener::bind(&silent_path).unwrap();
+
     for (server, expect) in &servers {
         wait_for(expect, WAIT, || state_is(&w, &server.socket, "rejected"));
         let s = w.socket(&server.socket).unwrap();
@@ -493,10 +498,24 @@ fn bad_registration_sockets_are_refused_once_and_nothing_registers() {
             .collect();
         assert_eq!(n, 1, "{name} logged {n} times: {all:#?}");
     }
+    wait_for("silent socket retried", WAIT, || {
+        w.socket(&silent_path)
+            .is_some_and(|s| s["state"] == "retrying" && s["attempts"].as_u64().unwrap() >= 3)
+    });
+    let silent = silent_path.display().to_string();
+    let n = logs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(&silent) && l.contains("retrying with backoff"))
+        .count();
+    assert_eq!(n, 1, "{silent} logged {n} times");
+    println!("silent: {:#}", w.socket(&silent_path).unwrap());
+    assert!(w.listed().is_empty());
     let status = w.host.status();
     assert_eq!(
         status["pluginWatcher"]["sockets"].as_array().unwrap().len(),
-        7,
+        8,
         "{status:#}"
     );
     drop(csi);

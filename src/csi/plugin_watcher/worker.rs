@@ -304,11 +304,7 @@ async fn get_info(client: &mut RegistrationClient<Channel>) -> Result<PluginInfo
 /// Internal without a transport cause: the answer did not decode as a PluginInfo.
 fn classify(status: &Status) -> GetInfoError {
     let transport = std::error::Error::source(status).is_some();
-    let text = if transport {
-        error_chain(status)
-    } else {
-        go_status_text(status)
-    };
+    let text = status_text(status);
     match status.code() {
         Code::Unimplemented => GetInfoError::Refused(format!(
             "{text} (the socket does not serve the pluginregistration.Registration service)"
@@ -349,17 +345,25 @@ async fn send_status(
     match tokio::time::timeout(NOTIFY_TIMEOUT, client.notify_registration_status(request)).await {
         Err(_) => Err(format!("no answer within {NOTIFY_TIMEOUT:?}")),
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(status)) if std::error::Error::source(&status).is_some() => {
-            Err(error_chain(&status))
-        }
-        Ok(Err(status)) => Err(go_status_text(&status)),
+        Ok(Err(status)) => Err(status_text(&status)),
+    }
+}
+
+/// A status the peer returned in Go gRPC's form; a local failure (no connection, deadline)
+/// as its message and causes.
+fn status_text(status: &Status) -> String {
+    match std::error::Error::source(status) {
+        Some(cause) => chain_onto(status.message().to_string(), Some(cause)),
+        None => go_status_text(status),
     }
 }
 
 /// An error with its causes, `a: b: c`, skipping causes whose text repeats.
 fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
+    chain_onto(err.to_string(), err.source())
+}
+
+fn chain_onto(mut text: String, mut source: Option<&(dyn std::error::Error + 'static)>) -> String {
     while let Some(e) = source {
         let s = e.to_string();
         if !text.contains(&s) {
