@@ -605,3 +605,51 @@ fn host_free_stops_the_watcher() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(second.get_info_calls(), 0);
 }
+
+#[test]
+fn failed_registration_is_retried_with_backoff_until_the_driver_answers() {
+    let w = Watched::new("node-late");
+    let endpoint = driver_socket(w.root(), "late.csi.k8s.io");
+    // A registration server that, unlike node-driver-registrar, stays up after hearing
+    // `false`, announcing a driver that is not running yet.
+    let server = in_runtime(|| {
+        FaultyRegistrationServer::start(
+            &w.registry().join("late-reg.sock"),
+            Answer::Info(plugin_info(
+                "CSIPlugin",
+                "late.csi.k8s.io",
+                endpoint.to_str().unwrap(),
+                &["1.0.0"],
+            )),
+        )
+    });
+    wait_for("first failure", WAIT, || {
+        state_is(&w, &server.socket, "retrying")
+    });
+    let s = w.socket(&server.socket).unwrap();
+    assert!(
+        s["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("plugin registration failed with err"),
+        "{s:#}"
+    );
+    let first = server.statuses();
+    assert!(
+        !first[0].plugin_registered && first[0].error.contains("NodeGetInfo"),
+        "{first:?}"
+    );
+
+    let _driver = Hostpath::start(w.root(), "late.csi.k8s.io", "node-late");
+    wait_for("registered on a retry", WAIT, || {
+        state_is(&w, &server.socket, "registered")
+    });
+    assert_eq!(w.listed(), ["late.csi.k8s.io"]);
+    let s = w.socket(&server.socket).unwrap();
+    assert!(s["attempts"].as_u64().unwrap() >= 2, "{s:#}");
+    let statuses = server.statuses();
+    assert!(statuses.last().unwrap().plugin_registered, "{statuses:?}");
+    assert!(statuses[..statuses.len() - 1]
+        .iter()
+        .all(|s| !s.plugin_registered));
+}
