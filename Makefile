@@ -18,17 +18,20 @@ build:
 	cargo build --release --lib
 	cd $(RELEASE) && ln -sf libkcsi.so libkcsi.so.1
 
-## header: regenerate include/kcsi.h from src/ffi with the pinned cbindgen.
+## header: regenerate include/kcsi.h (and the dlopen types it declares) from src/ffi with the pinned cbindgen.
 header:
+	python3 scripts/gen_dlopen.py
 	$(TOOLS)/cbindgen --config cbindgen.toml --crate kcsi --output include/kcsi.h
 	python3 bindings/python/gen_signatures.py
 
 check-header:
+	python3 scripts/gen_dlopen.py --check
+	scripts/check-docs.sh
 	$(TOOLS)/cbindgen --config cbindgen.toml --crate kcsi --verify --output include/kcsi.h \
 	  || { echo "include/kcsi.h is stale: run 'make header' and commit it" >&2; exit 1; }
 	python3 bindings/python/gen_signatures.py --check \
 	  || { echo "run 'make header' and commit bindings/python/kcsi/_signatures.py" >&2; exit 1; }
-	@! grep -nE '^(#define|typedef|[a-z_ ]+\**[ ]*[a-z_]+\()' include/kcsi.h | grep -vE 'KCSI_|kcsi_' \
+	@! grep -nE '^(#define|typedef|[a-z_][a-z_ ]*\**[ ]*[a-z_]+\()' include/kcsi.h | grep -vE 'KCSI_|kcsi_' \
 	  || { echo "include/kcsi.h exports names without the kcsi prefix (exclude them in cbindgen.toml)" >&2; exit 1; }
 
 ## peers: the real programs tests run against (first build is slow, later runs reuse it).
@@ -44,14 +47,22 @@ demo: build peers
 test:
 	scripts/test.sh
 
+## lint: formatting and clippy, as CI runs them.
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
+## test-rust, test-python, test-c, test-go: one suite each, the same commands scripts/test.sh runs.
 test-rust: peers
-	cargo test -- --test-threads=4
+	scripts/test-rust.sh
 
-test-go:
+test-python: build peers
+	scripts/test-python.sh
+
+test-c: build peers
+	scripts/test-c.sh
+
+test-go: peers
 	scripts/test-go.sh
 
 ## bench: figures, not assertions.

@@ -5,26 +5,21 @@
 //! MapPodDevice → UnmapPodDevice → TearDownDevice). The floor: the same driver work as bare
 //! RPCs on one tonic connection — NodeStage, NodePublish, NodeUnpublish, NodeUnstage plus the
 //! directories the CO must create for the driver. Each runs sequentially and 16 at a time
-//! against the stand-in hostpath driver (real bind mounts and loop devices). Target: kcsi
+//! against the real csi-driver-host-path (real bind mounts and loop devices). Target: kcsi
 //! within 1.2× of the floor.
 
-#[path = "../tests/attacher_support/mod.rs"]
-mod attacher_support;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use attacher_support::*;
+use common::capi::*;
+use common::driver::capability;
+use common::mounts_below;
 use kcsi::csi::proto::csi;
 use kcsi::csi::proto::csi::node_client::NodeClient;
-use kcsi::csi::proto::csi::volume_capability::{
-    access_mode::Mode, AccessMode, AccessType, BlockVolume, MountVolume,
-};
-use kcsi::ffi::mounter::*;
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 
@@ -43,42 +38,23 @@ fn ms(d: Duration) -> String {
 }
 
 /// One filesystem lifecycle through the C API.
-fn kcsi_fs_lifecycle(host: &CHost, spec: &Value, pod_uid: &str) {
+fn kcsi_fs_lifecycle(host: &Host, spec: &Value, pod_uid: &str) {
     let a = host.attacher();
     let dmp = a.device_mount_path(spec).unwrap();
     a.mount_device(spec, &dmp, None).unwrap();
-    let (s, p) = (
-        cstr(&spec.to_string()),
-        cstr(&pod("bench", pod_uid).to_string()),
-    );
-    let mut m = ptr::null_mut();
-    let mut err = ptr::null_mut();
-    check(
-        kcsi_mounter_new(host.0, s.as_ptr(), p.as_ptr(), &mut m, &mut err),
-        err,
-    )
-    .unwrap();
-    check(kcsi_mounter_set_up(m, ptr::null(), &mut err), err).unwrap();
-    kcsi_mounter_free(m);
-    let name = cstr(
-        spec["persistentVolume"]["metadata"]["name"]
-            .as_str()
-            .unwrap(),
-    );
-    let uid = cstr(pod_uid);
-    let mut u = ptr::null_mut();
-    check(
-        kcsi_unmounter_new(host.0, name.as_ptr(), uid.as_ptr(), &mut u, &mut err),
-        err,
-    )
-    .unwrap();
-    check(kcsi_unmounter_tear_down(u, &mut err), err).unwrap();
-    kcsi_unmounter_free(u);
+    host.mounter(spec, &pod("bench", pod_uid))
+        .unwrap()
+        .set_up(None)
+        .unwrap();
+    let name = spec["persistentVolume"]["metadata"]["name"]
+        .as_str()
+        .unwrap();
+    host.tear_down(name, pod_uid).unwrap();
     a.unmount_device(&dmp).unwrap();
 }
 
 /// One block lifecycle through the C API.
-fn kcsi_block_lifecycle(host: &CHost, spec: &Value, pod_uid: &str) {
+fn kcsi_block_lifecycle(host: &Host, spec: &Value, pod_uid: &str) {
     let m = host.mapper(spec, &pod("bench", pod_uid)).unwrap();
     m.set_up_device().unwrap();
     m.map_pod_device().unwrap();
@@ -93,20 +69,6 @@ fn kcsi_block_lifecycle(host: &CHost, spec: &Value, pod_uid: &str) {
         .unwrap()
         .tear_down_device("")
         .unwrap();
-}
-
-fn capability(block: bool) -> csi::VolumeCapability {
-    let access_type = if block {
-        AccessType::Block(BlockVolume {})
-    } else {
-        AccessType::Mount(MountVolume::default())
-    };
-    csi::VolumeCapability {
-        access_type: Some(access_type),
-        access_mode: Some(AccessMode {
-            mode: Mode::SingleNodeMultiWriter as i32,
-        }),
-    }
 }
 
 /// The same driver work as bare RPCs; the directories are the ones the CO must create.
@@ -155,8 +117,8 @@ struct Figures {
     parallel_wall_per_lifecycle: Duration,
 }
 
-fn run_kcsi(host: &Arc<CHost>, specs: &[Value], block: bool) -> Figures {
-    let one = move |host: &CHost, spec: &Value, uid: &str| {
+fn run_kcsi(host: &Arc<Host>, specs: &[Value], block: bool) -> Figures {
+    let one = move |host: &Host, spec: &Value, uid: &str| {
         let start = Instant::now();
         if block {
             kcsi_block_lifecycle(host, spec, uid)
@@ -196,20 +158,7 @@ fn run_floor(socket: &Path, scratch: &Path, ids: &[String], block: bool) -> Figu
         .enable_all()
         .build()
         .unwrap();
-    let socket = socket.to_path_buf();
-    let channel = rt.block_on(async move {
-        tonic::transport::Endpoint::from_static("http://localhost")
-            .connect_with_connector(tower::service_fn(move |_| {
-                let socket = socket.clone();
-                async move {
-                    tokio::net::UnixStream::connect(socket)
-                        .await
-                        .map(hyper_util::rt::TokioIo::new)
-                }
-            }))
-            .await
-            .unwrap()
-    });
+    let channel = rt.block_on(common::driver::channel(socket));
     let client = NodeClient::new(channel);
     let one = |id: &str, tag: String| {
         let (c, dir, id) = (client.clone(), scratch.join(tag), id.to_string());
@@ -273,15 +222,18 @@ fn report(what: &str, kcsi: &Figures, floor: &Figures) {
 }
 
 fn main() {
-    let f = Fixture::new(&[], Fixture::no_attach());
-    let host = Arc::new(CHost::new(&Fixture::config(f.root(), Fixture::no_attach())));
-    host.register(common::DRIVER, &f.driver.endpoint());
+    let f = Fixture::new(no_attach(json!({})));
+    let host = Arc::new(Host::on_root(f.root(), no_attach(json!({}))));
+    host.register_driver(&f.driver);
     let scratch = f.root().join("floor");
     std::fs::create_dir_all(&scratch).unwrap();
 
     for block in [false, true] {
         let ids: Vec<String> = (0..PARALLEL)
-            .map(|i| create_volume(&f.driver, &format!("bench-{block}-{i}"), block, 4 * MIB))
+            .map(|i| {
+                f.driver
+                    .create_volume(&format!("bench-{block}-{i}"), block, 4 * MIB)
+            })
             .collect();
         let specs: Vec<Value> = ids
             .iter()

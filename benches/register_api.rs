@@ -9,7 +9,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{short_tempdir, ApiServer, DriverProcess};
+use common::apiserver::ApiServer;
+use common::{short_tempdir, DriverProcess};
 use k8s_openapi::api::core::v1::Node;
 use kcsi::config::HostConfig;
 use kcsi::csi::registration;

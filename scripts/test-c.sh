@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# C suite: the header as C11 and C++17, the C API test against a real CSI driver (plain, under
+# C suite: the header as C11 and C++17, the C API test against the real hostpathplugin (plain, under
 # AddressSanitizer, under valgrind), dlopen of every contract symbol, the exported-symbol
 # snapshot, the SONAME, and `make install` + pkg-config + the example host.
 #   KCSI_UPDATE_SNAPSHOT=1 scripts/test-c.sh   rewrites tests/c/exported_symbols.txt
@@ -12,7 +12,7 @@ LIB=$LIBDIR/libkcsi.so
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -pedantic -I"$REPO/include")
 
 [ -e "$LIB" ] || make --no-print-directory build || exit 1
-MOCK=$(scripts/peers/path.sh mockdriver) || exit 1   # built by `make peers` (scripts/test.sh does it)
+HOSTPATH=$(scripts/peers/path.sh hostpath) || exit 1   # built by `make peers` (scripts/test.sh does it)
 
 WORK=$(mktemp -d /tmp/kcsi-c.XXXXXX)
 DRIVER_PID=
@@ -26,12 +26,13 @@ trap cleanup EXIT
 
 DRIVER=c-test.csi.k8s.io
 SOCK=$WORK/csi.sock
-"$MOCK" --endpoint="unix://$SOCK" --drivername="$DRIVER" -v=3 >"$WORK/driver.log" 2>&1 &
+"$HOSTPATH" --endpoint="unix://$SOCK" --drivername="$DRIVER" --nodeid=c-test-node \
+  --statedir="$WORK/state" >"$WORK/driver.log" 2>&1 &
 DRIVER_PID=$!
 # Ready when a connect succeeds (the socket file appears at bind(), before listen()).
 listening() { python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "$SOCK" 2>/dev/null; }
 for _ in $(seq 400); do listening && break; sleep 0.05; done
-listening || { echo "mock driver did not start:"; cat "$WORK/driver.log"; exit 1; }
+listening || { echo "hostpathplugin did not start:"; cat "$WORK/driver.log"; exit 1; }
 
 failed=(); passed=0
 step() {

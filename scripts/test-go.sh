@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Go suite: `make install` into a private prefix, then, with PKG_CONFIG_PATH and
 # LD_LIBRARY_PATH pointing there, in bindings/go: gofmt, go vet (all build tags), go test -race
-# against the real mock CSI driver, the GC-stress test (GOGC=1, -tags gcstress), and the example
-# built both ways (shared: no rpath; -tags kcsi_static: no libkcsi.so.1 needed) and run against
-# the driver.
+# against real CSI drivers (hostpathplugin; the e2e mock driver where a test needs a volume that
+# exists from the start), the GC-stress test (GOGC=1, -tags gcstress), and the example built both
+# ways (shared: no rpath; -tags kcsi_static: no libkcsi.so.1 needed) and run against hostpathplugin.
 #   KCSI_GO_PREFIX=<dir>          install prefix (default: target/go-prefix)
 #   KCSI_GCSTRESS_DURATION=<dur>  GC-stress run time (default 10s)
 # Runs every step, then fails if any failed. Go module and build caches live in $HOME.
@@ -15,8 +15,11 @@ GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 export GOTOOLCHAIN=local GOPROXY=off   # the package needs nothing but the standard library
 
 make --no-print-directory install PREFIX="$PREFIX" || exit 1
-scripts/peers/path.sh mockdriver >/dev/null 2>&1 || scripts/peers/build.sh mockdriver || exit 1
-export KCSI_MOCKDRIVER
+for peer in hostpath mockdriver; do
+  scripts/peers/path.sh "$peer" >/dev/null 2>&1 || scripts/peers/build.sh "$peer" || exit 1
+done
+export KCSI_HOSTPATH KCSI_MOCKDRIVER
+KCSI_HOSTPATH=$(scripts/peers/path.sh hostpath)
 KCSI_MOCKDRIVER=$(scripts/peers/path.sh mockdriver)
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -52,7 +55,8 @@ no_libkcsi() {
 run_example() {  # $1: binary; runs with an empty LD_LIBRARY_PATH when $2 = static
   local sock=$WORK/csi.sock out
   if [ -z "$DRIVER_PID" ]; then
-    "$KCSI_MOCKDRIVER" --endpoint="unix://$sock" --drivername=example.csi.kcsi.dev -v=3 >"$WORK/driver.log" 2>&1 &
+    "$KCSI_HOSTPATH" --endpoint="unix://$sock" --drivername=example.csi.kcsi.dev \
+      --nodeid=example.csi.kcsi.dev --statedir="$WORK/state" >"$WORK/driver.log" 2>&1 &
     DRIVER_PID=$!
     for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
   fi

@@ -26,7 +26,7 @@ run fmt cargo fmt --all -- --check
 run clippy cargo clippy --all-targets -- -D warnings
 run header make --no-print-directory check-header
 run layers scripts/check-layers.sh
-run rust cargo test -- --test-threads=4
+run rust scripts/test-rust.sh
 run build make --no-print-directory build
 run python scripts/test-python.sh
 run c scripts/test-c.sh

@@ -1,8 +1,8 @@
-//! The node info manager against a real kube-apiserver: upstream nodeinfomanager_test.go's
-//! cases (reference §5.6), each on its own Node, driven directly.
+//! The node info manager against a real kube-apiserver: the cases of upstream
+//! pkg/volume/csi/nodeinfomanager/nodeinfomanager_test.go, each on its own Node, driven
+//! directly.
 
 mod common;
-mod kube_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -13,7 +13,7 @@ use kcsi::kube::node_info::{
 };
 use serde_json::json;
 
-use kube_support::*;
+use common::apiserver::*;
 
 const DRIVER: &str = "com.example.csi.driver1";
 const NODE_ID: &str = "com.example.csi/csi-node1";

@@ -2,20 +2,18 @@
 //! binary's own kube-apiserver, so they run one at a time.
 
 mod common;
-mod kube_support;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{short_tempdir, ApiServer, DriverProcess};
+use common::apiserver::*;
+use common::{short_tempdir, wait_for, DriverProcess};
 use kcsi::config::HostConfig;
 use kcsi::csi::registration;
 use kcsi::error::{ErrorClass, ErrorKind};
 use kcsi::host::Host;
 use kcsi::kube::node_info::ANNOTATION_NODE_ID;
 use serde_json::json;
-
-use kube_support::*;
 
 /// Outage tests must not overlap: each stops the shared API server.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -25,17 +23,6 @@ fn host(node: &str) -> (tempfile::TempDir, Host) {
     let config =
         HostConfig::from_json(&ApiServer::shared().host_config(root.path(), node)).unwrap();
     (root, Host::new(config).unwrap())
-}
-
-fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Restarts the API server even when the test body panics.
@@ -80,12 +67,12 @@ fn api_server_down_at_host_start_reports_not_initialized_until_it_is_up() {
 
     api.start_apiserver();
 
-    wait_until("csiNodeInitialized", Duration::from_secs(60), || {
+    wait_for("csiNodeInitialized", Duration::from_secs(60), || {
         host.status()["csiNodeInitialized"] == json!(true)
     });
     assert_eq!(host.status()["lastError"], json!(null));
     assert!(get_csinode(&c, &node).is_some());
-    wait_until("CSIDriver list", Duration::from_secs(60), || {
+    wait_for("CSIDriver list", Duration::from_secs(60), || {
         host.status()["csiDriversSynced"] == json!(true)
     });
 }
@@ -96,7 +83,7 @@ fn missing_node_reports_the_initialization_error_and_recovers_when_the_node_appe
     let c = admin();
     let node = unique("late-node");
     let (_root, host) = host(&node);
-    wait_until("an initialization error", Duration::from_secs(30), || {
+    wait_for("an initialization error", Duration::from_secs(30), || {
         host.status()["lastError"].as_str().is_some_and(|e| {
             e.starts_with("failed to initialize CSINode: error updating CSINode annotation:")
         })
@@ -107,7 +94,7 @@ fn missing_node_reports_the_initialization_error_and_recovers_when_the_node_appe
         .contains(&format!("get Node {node}")));
     create_node(&c, &node, &[], &[], &[]);
     // initBackoff pauses grow to ~15 s, so this may take a while.
-    wait_until("csiNodeInitialized", Duration::from_secs(90), || {
+    wait_for("csiNodeInitialized", Duration::from_secs(90), || {
         host.status()["csiNodeInitialized"] == json!(true)
     });
     assert_eq!(host.status()["lastError"], json!(null));
@@ -119,9 +106,10 @@ fn api_server_stopped_during_registration_leaves_the_driver_unregistered() {
     let c = admin();
     let node = unique("down-at-register");
     create_node(&c, &node, &[], &[], &[]);
-    let driver = DriverProcess::mock(&format!("{node}.csi.example.com"), &["--enable-topology"]);
+    let name = format!("{node}.csi.example.com");
+    let driver = DriverProcess::hostpath_named(&name, &name, &[]);
     let (_root, host) = host(&node);
-    wait_until("csiNodeInitialized", Duration::from_secs(30), || {
+    wait_for("csiNodeInitialized", Duration::from_secs(30), || {
         host.status()["csiNodeInitialized"] == json!(true)
     });
     let api = ApiServer::shared();

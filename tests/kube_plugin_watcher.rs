@@ -3,20 +3,18 @@
 //! registered by hand, and its registrar's exit cleans them up the same way.
 
 mod common;
-mod kube_support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::apiserver::*;
 use common::plugin_peers::{Hostpath, Registrar};
-use common::{short_tempdir, wait_for, ApiServer};
+use common::{short_tempdir, wait_for};
 use kcsi::config::HostConfig;
 use kcsi::csi::registration;
 use kcsi::host::Host;
 use serde_json::{json, Value};
-
-use kube_support::*;
 
 const DRIVER: &str = "hostpath.csi.k8s.io";
 const WAIT: Duration = Duration::from_secs(30);
@@ -86,11 +84,7 @@ fn registrar_registration_leaves_node_and_csinode_exactly_as_registering_by_hand
     wait_for("deregistered through the watcher", WAIT, || {
         snapshot(&c, &watched) == deregistered
     });
-    assert!(kube_support::get_csinode(&c, &watched)
-        .unwrap()
-        .spec
-        .drivers
-        .is_empty());
+    assert!(get_csinode(&c, &watched).unwrap().spec.drivers.is_empty());
     host_a.stop();
     host_b.stop();
 }

@@ -1,25 +1,25 @@
-//! Hosts with a kubeconfig against a real kube-apiserver and Kubernetes' mock CSI driver:
+//! Hosts with a kubeconfig against a real kube-apiserver and the real csi-driver-host-path:
 //! registration publishes to Node and CSINode, CSINode start-up, CSIDriver-backed queries,
 //! and the direct reads (VolumeAttachment, Secret, TokenRequest).
 
 mod common;
-mod kube_support;
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, CStr, CString};
-use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{short_tempdir, ApiServer, DriverProcess};
+use common::apiserver::*;
+use common::capi::{call, Host as CHost};
+use common::{driver_names, short_tempdir, wait_for, DriverProcess};
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kcsi::config::HostConfig;
 use kcsi::csi::registration;
 use kcsi::error::ErrorKind;
-use kcsi::ffi::error::{kcsi_error, kcsi_string_free};
-use kcsi::ffi::host::{kcsi_host, kcsi_host_free, kcsi_host_new, kcsi_host_status};
+use kcsi::ffi::error::kcsi_error;
+use kcsi::ffi::host::kcsi_host;
 use kcsi::ffi::queries::{kcsi_can_attach, kcsi_requires_remount};
 use kcsi::host::Host;
 use kcsi::kube::node_info::ANNOTATION_NODE_ID;
@@ -27,10 +27,18 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use kube_support::*;
+/// hostpathplugin's topology segment (pkg/hostpath/nodeserver.go NodeGetInfo), valued with its
+/// node id.
+const TOPOLOGY_KEY: &str = "topology.hostpath.csi/node";
 
-const TOPOLOGY_KEY: &str = "io.kubernetes.storage.mock/node";
-const TOPOLOGY_VALUE: &str = "some-mock-node";
+/// The real hostpath driver serving `name`, with node id `name`; with `topology` it reports
+/// the segment TOPOLOGY_KEY=`name` (several drivers on one node would collide on that key).
+fn driver(name: &str, topology: bool, extra: &[&str]) -> DriverProcess {
+    let mut flags = vec![format!("--enable-topology={topology}")];
+    flags.extend(extra.iter().map(|f| f.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    DriverProcess::hostpath_named(name, name, &flags)
+}
 
 /// A host for `node` (which must exist) using the shared API server.
 fn host(node: &str) -> (tempfile::TempDir, Host) {
@@ -57,30 +65,10 @@ fn deregister(host: &Host, name: &str) {
     run(registration::deregister(host, name)).unwrap();
 }
 
-fn listed(host: &Host) -> Vec<String> {
-    host.drivers_json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 fn node_ids(c: &kcsi::kube::client::ApiClient, node: &str) -> BTreeMap<String, String> {
     annotation(&get_node(c, node), ANNOTATION_NODE_ID)
         .map(|a| serde_json::from_str(a).unwrap())
         .unwrap_or_default()
-}
-
-fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -88,21 +76,22 @@ fn register_publishes_node_info_and_deregister_removes_it_but_keeps_labels() {
     let c = admin();
     let node = unique("reg");
     create_node(&c, &node, &[], &[], &[]);
-    let driver = DriverProcess::mock(
+    let driver = driver(
         &format!("{node}.csi.example.com"),
-        &["--enable-topology", "--attach-limit=3"],
+        true,
+        &["--maxvolumespernode=3"],
     );
     let (_root, host) = host(&node);
 
     register(&host, &driver).unwrap();
 
-    assert_eq!(listed(&host), vec![driver.name.clone()]);
+    assert_eq!(driver_names(&host), vec![driver.name.clone()]);
     assert_eq!(node_ids(&c, &node), map(&[(&driver.name, &driver.name)]));
     assert_eq!(
         labels(&get_node(&c, &node))
             .get(TOPOLOGY_KEY)
             .map(String::as_str),
-        Some(TOPOLOGY_VALUE)
+        Some(driver.name.as_str())
     );
     let csinode = get_csinode(&c, &node).unwrap();
     assert_eq!(
@@ -112,13 +101,13 @@ fn register_publishes_node_info_and_deregister_removes_it_but_keeps_labels() {
 
     deregister(&host, &driver.name);
 
-    assert!(listed(&host).is_empty());
+    assert!(driver_names(&host).is_empty());
     assert!(annotation(&get_node(&c, &node), ANNOTATION_NODE_ID).is_none());
     assert_eq!(
         labels(&get_node(&c, &node))
             .get(TOPOLOGY_KEY)
             .map(String::as_str),
-        Some(TOPOLOGY_VALUE)
+        Some(driver.name.as_str())
     );
     assert!(get_csinode(&c, &node).unwrap().spec.drivers.is_empty());
 }
@@ -129,7 +118,7 @@ fn host_status_reports_csinode_initialized_once_the_api_server_answers() {
     let node = unique("init");
     create_node(&c, &node, &[], &[], &[]);
     let (_root, host) = host(&node);
-    wait_until("csiNodeInitialized", Duration::from_secs(30), || {
+    wait_for("csiNodeInitialized", Duration::from_secs(30), || {
         host.status()["csiNodeInitialized"] == json!(true)
     });
     let status = host.status();
@@ -144,7 +133,7 @@ fn reregister_after_a_topology_change_fails_with_the_collision_and_stays_unregis
     let c = admin();
     let node = unique("topo");
     create_node(&c, &node, &[], &[], &[]);
-    let driver = DriverProcess::mock(&format!("{node}.csi.example.com"), &["--enable-topology"]);
+    let driver = driver(&format!("{node}.csi.example.com"), true, &[]);
     let (_root, host) = host(&node);
     register(&host, &driver).unwrap();
     deregister(&host, &driver.name);
@@ -162,12 +151,13 @@ fn reregister_after_a_topology_change_fails_with_the_collision_and_stays_unregis
 
     assert!(
         err.message().contains(&format!(
-            "detected topology value collision: driver reported \"{TOPOLOGY_KEY}\":\"{TOPOLOGY_VALUE}\" but existing label is \"{TOPOLOGY_KEY}\":\"elsewhere\""
+            "detected topology value collision: driver reported \"{TOPOLOGY_KEY}\":\"{}\" but existing label is \"{TOPOLOGY_KEY}\":\"elsewhere\"",
+            driver.name
         )),
         "{}",
         err.message()
     );
-    assert!(listed(&host).is_empty());
+    assert!(driver_names(&host).is_empty());
     assert!(host.drivers.get(&driver.name).is_none());
     assert!(node_ids(&c, &node).is_empty());
     assert!(get_csinode(&c, &node).unwrap().spec.drivers.is_empty());
@@ -186,7 +176,7 @@ fn two_hosts_for_two_nodes_register_concurrently_without_seeing_each_other() {
             let n = n.clone();
             std::thread::spawn(move || {
                 let drivers: Vec<DriverProcess> = (0..3)
-                    .map(|i| DriverProcess::mock(&format!("d{i}.{n}.csi.example.com"), &[]))
+                    .map(|i| driver(&format!("d{i}.{n}.csi.example.com"), false, &[]))
                     .collect();
                 let (_root, host) = host(&n);
                 let hosts_drivers: Vec<_> = drivers.iter().collect();
@@ -198,7 +188,7 @@ fn two_hosts_for_two_nodes_register_concurrently_without_seeing_each_other() {
                 });
                 (
                     n,
-                    listed(&host),
+                    driver_names(&host),
                     drivers.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
                 )
             })
@@ -274,9 +264,9 @@ fn register_cycles_racing_other_writers_of_node_and_csinode_lose_no_update() {
     let c = admin();
     let node = unique("race");
     create_node(&c, &node, &[], &[], &[]);
-    let driver = DriverProcess::mock(&format!("{node}.csi.example.com"), &["--enable-topology"]);
+    let driver = driver(&format!("{node}.csi.example.com"), true, &[]);
     let (_root, host) = host(&node);
-    wait_until("csiNodeInitialized", Duration::from_secs(30), || {
+    wait_for("csiNodeInitialized", Duration::from_secs(30), || {
         host.status()["csiNodeInitialized"] == json!(true)
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -326,7 +316,7 @@ fn node_recreated_with_the_same_name_gets_a_fresh_csinode_at_the_next_registrati
     let c = admin();
     let node = unique("recreate");
     let first = create_node(&c, &node, &[], &[], &[]);
-    let driver = DriverProcess::mock(&format!("{node}.csi.example.com"), &[]);
+    let driver = driver(&format!("{node}.csi.example.com"), false, &[]);
     let (_root, host) = host(&node);
     register(&host, &driver).unwrap();
     deregister(&host, &driver.name);
@@ -347,44 +337,23 @@ fn node_recreated_with_the_same_name_gets_a_fresh_csinode_at_the_next_registrati
     );
 }
 
-/// A host made through the C API, for the queries (kcsi_can_attach, kcsi_requires_remount).
-struct CHost {
-    h: *mut kcsi_host,
-    _root: tempfile::TempDir,
+/// A host made through the C API on `node` (which must exist), for the queries.
+fn c_host(node: &str) -> CHost {
+    let root = short_tempdir("kcsi-root");
+    let config: serde_json::Value =
+        serde_json::from_str(&ApiServer::shared().host_config(root.path(), node)).unwrap();
+    CHost::owning(root, &config)
 }
 
-impl CHost {
-    fn new(node: &str) -> CHost {
-        let root = short_tempdir("kcsi-root");
-        let config = CString::new(ApiServer::shared().host_config(root.path(), node)).unwrap();
-        let mut h = ptr::null_mut();
-        assert_eq!(kcsi_host_new(config.as_ptr(), &mut h, ptr::null_mut()), 0);
-        CHost { h, _root: root }
-    }
-
-    fn status(&self) -> serde_json::Value {
-        let mut out = ptr::null_mut();
-        assert_eq!(kcsi_host_status(self.h, &mut out, ptr::null_mut()), 0);
-        let v = serde_json::from_str(unsafe { CStr::from_ptr(out) }.to_str().unwrap()).unwrap();
-        kcsi_string_free(out);
-        v
-    }
-
-    fn query(
-        &self,
-        f: extern "C" fn(*mut kcsi_host, *const c_char, *mut bool, *mut *mut kcsi_error) -> i32,
-        spec: &CStr,
-    ) -> bool {
-        let mut out = false;
-        assert_eq!(f(self.h, spec.as_ptr(), &mut out, ptr::null_mut()), 0);
-        out
-    }
-}
-
-impl Drop for CHost {
-    fn drop(&mut self) {
-        kcsi_host_free(self.h);
-    }
+/// One boolean query (kcsi_can_attach, kcsi_requires_remount) of `spec`.
+fn query(
+    host: &CHost,
+    f: extern "C" fn(*mut kcsi_host, *const c_char, *mut bool, *mut *mut kcsi_error) -> i32,
+    spec: &CStr,
+) -> bool {
+    let mut out = false;
+    call(|e| f(host.ptr, spec.as_ptr(), &mut out, e)).unwrap();
+    out
 }
 
 #[test]
@@ -392,16 +361,16 @@ fn queries_follow_csidriver_objects_created_changed_and_deleted() {
     let c = admin();
     let node = unique("facts");
     create_node(&c, &node, &[], &[], &[]);
-    let host = CHost::new(&node);
+    let host = c_host(&node);
     let name = format!("{node}.csi.example.com");
     let spec = CString::new(
         json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": name, "volumeHandle": "h-1"}}}})
             .to_string(),
     )
     .unwrap();
-    let can_attach = || host.query(kcsi_can_attach, &spec);
-    let requires_remount = || host.query(kcsi_requires_remount, &spec);
-    wait_until("CSIDriver list", Duration::from_secs(30), || {
+    let can_attach = || query(&host, kcsi_can_attach, &spec);
+    let requires_remount = || query(&host, kcsi_requires_remount, &spec);
+    wait_for("CSIDriver list", Duration::from_secs(30), || {
         host.status()["csiDriversSynced"] == json!(true)
     });
     assert!(can_attach(), "no CSIDriver: attach required");
@@ -414,21 +383,21 @@ fn queries_follow_csidriver_objects_created_changed_and_deleted() {
     }))
     .unwrap();
     run(api.create(&PostParams::default(), &object)).unwrap();
-    wait_until("attachRequired false", Duration::from_secs(10), || {
+    wait_for("attachRequired false", Duration::from_secs(10), || {
         !can_attach()
     });
 
     let mut current = run(api.get(&name)).unwrap();
     current.spec.requires_republish = Some(true);
     run(api.replace(&name, &PostParams::default(), &current)).unwrap();
-    wait_until(
+    wait_for(
         "requiresRepublish true",
         Duration::from_secs(10),
         requires_remount,
     );
 
     run(api.delete(&name, &DeleteParams::default())).unwrap();
-    wait_until("defaults again", Duration::from_secs(10), can_attach);
+    wait_for("defaults again", Duration::from_secs(10), can_attach);
     assert!(!requires_remount());
 }
 
@@ -439,7 +408,7 @@ fn driver_facts_come_from_the_csidriver_object_with_api_defaults() {
     create_node(&c, &node, &[], &[], &[]);
     let (_root, host) = host(&node);
     let name = format!("{node}.csi.example.com");
-    wait_until("CSIDriver list", Duration::from_secs(30), || {
+    wait_for("CSIDriver list", Duration::from_secs(30), || {
         host.status()["csiDriversSynced"] == json!(true)
     });
     assert!(!host.driver_facts(&name).unwrap().exists);
@@ -450,7 +419,7 @@ fn driver_facts_come_from_the_csidriver_object_with_api_defaults() {
     }))
     .unwrap();
     run(Api::<CSIDriver>::all(c.client.clone()).create(&PostParams::default(), &object)).unwrap();
-    wait_until("CSIDriver seen", Duration::from_secs(10), || {
+    wait_for("CSIDriver seen", Duration::from_secs(10), || {
         host.driver_facts(&name).unwrap().exists
     });
     let facts = host.driver_facts(&name).unwrap();
@@ -615,7 +584,7 @@ fn standalone_host_still_refuses_api_reads_and_registers_without_api_writes() {
     .unwrap();
     let err = run(host.volume_attachment("csi-x")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotSupported);
-    let driver = DriverProcess::mock("standalone.csi.example.com", &["--enable-topology"]);
+    let driver = driver("standalone.csi.example.com", true, &[]);
     register(&host, &driver).unwrap();
     assert_eq!(host.status()["csiNodeInitialized"], json!(false));
     assert_eq!(host.status()["lastError"], json!(null));
@@ -628,7 +597,7 @@ fn freeing_the_host_stops_its_background_tasks() {
     let node = unique("freed");
     let (_root, host) = host(&node);
     let nim = host.kube.as_ref().unwrap().node_info.clone();
-    wait_until("a failed initialization", Duration::from_secs(30), || {
+    wait_for("a failed initialization", Duration::from_secs(30), || {
         host.status()["lastError"] != json!("CSINode is not yet initialized")
     });
     assert!(
@@ -636,7 +605,7 @@ fn freeing_the_host_stops_its_background_tasks() {
         "host and start-up task hold the node info manager"
     );
     drop(host);
-    wait_until("the start-up task to end", Duration::from_secs(5), || {
+    wait_for("the start-up task to end", Duration::from_secs(5), || {
         Arc::strong_count(&nim) == 1
     });
 }
@@ -646,13 +615,13 @@ fn queries_right_after_host_creation_wait_for_the_first_csidriver_list() {
     let c = admin();
     let node = unique("early");
     create_node(&c, &node, &[], &[], &[]);
-    let host = CHost::new(&node);
+    let host = c_host(&node);
     let spec = CString::new(
         json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": "early.csi.example.com", "volumeHandle": "h"}}}})
             .to_string(),
     )
     .unwrap();
-    assert!(host.query(kcsi_can_attach, &spec));
+    assert!(query(&host, kcsi_can_attach, &spec));
     assert_eq!(host.status()["csiDriversSynced"], json!(true));
 }
 

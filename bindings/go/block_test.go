@@ -25,9 +25,7 @@ func TestBlockVolumeIsStagedMappedReconstructedAndTornDown(t *testing.T) {
 	d := startMockDriver(t, "block.csi.kcsi.dev", "--disable-attach")
 	h := newTestHost(t, Config{CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
 	ctx := context.Background()
-	if err := h.RegisterPlugin(ctx, d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	registerDriver(t, h, d, "")
 	m, err := h.NewBlockMapper(blockSpec(d.Name, "pv-b", "3"), pod("pod-b"))
 	if err != nil {
 		t.Fatal(err)
@@ -78,22 +76,9 @@ func TestNodeExpandResizesAStagedVolume(t *testing.T) {
 	d := startMockDriver(t, "expand.csi.kcsi.dev", "--disable-attach", "--node-expand-required")
 	h := newTestHost(t, Config{CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
 	ctx := context.Background()
-	if err := h.RegisterPlugin(ctx, d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	registerDriver(t, h, d, "")
 	spec := pvSpec(d.Name, "pv-e", "2")
-	a, err := h.NewAttacher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	staging, err := a.DeviceMountPath(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.MountDevice(ctx, spec, staging, &DeviceMounterArgs{}); err != nil {
-		t.Fatal(err)
-	}
+	a, staging := mountDevice(t, h, spec, &DeviceMounterArgs{})
 	resized, err := h.NodeExpand(ctx, NodeExpandOptions{Spec: spec, DeviceMountPath: staging, DeviceStagePath: staging, NewSize: "2Gi", OldSize: "1Gi"})
 	if err != nil || !resized {
 		t.Fatalf("NodeExpand = %v, %v", resized, err)

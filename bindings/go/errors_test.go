@@ -61,12 +61,10 @@ func TestStringsWithNULAreRefusedBeforeReachingC(t *testing.T) {
 }
 
 func TestDriverErrorsCarryResultClassAndGRPCCode(t *testing.T) {
-	d := startMockDriver(t, "codes.csi.kcsi.dev", "--disable-attach")
+	d := startHostpathDriver(t, "codes.csi.kcsi.dev")
 	h := newTestHost(t, Config{CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
-	if err := h.RegisterPlugin(context.Background(), d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
-	// The mock driver answers NodePublishVolume for an unknown volume with NotFound (5).
+	registerDriver(t, h, d, "")
+	// hostpathplugin answers NodePublishVolume for an unknown volume with NotFound (5).
 	m, err := h.NewMounter(pvSpec(d.Name, "pv-missing", "no-such-volume"), pod("pod-codes"))
 	if err != nil {
 		t.Fatal(err)
@@ -117,13 +115,11 @@ func TestADriverThatDropsConnectionsCannotKillTheProcess(t *testing.T) {
 }
 
 func TestSetUpAgainstADriverThatHangsInNodePublishIsUncertain(t *testing.T) {
-	d := startMockDriver(t, "hang.csi.kcsi.dev", "--disable-attach")
+	d := startHostpathDriver(t, "hang.csi.kcsi.dev")
 	// The pod UID is part of NodePublishVolume's target path and of no other request.
 	endpoint := stallingProxy(t, d.Socket, "pod-hangs-here")
 	h := newTestHost(t, Config{Timeout: time.Second, CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
-	if err := h.RegisterPlugin(context.Background(), d.Name, endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	registerDriver(t, h, d, endpoint)
 	m, err := h.NewMounter(pvSpec(d.Name, "pv-hang", "1"), pod("pod-hangs-here"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 )
 
 func TestPluginHandlerDrivesRegistrationLikeThePluginManager(t *testing.T) {
-	d := startMockDriver(t, "handler.csi.kcsi.dev")
+	d := startHostpathDriver(t, "handler.csi.kcsi.dev")
 	h := newTestHost(t, Config{})
 	var logs bytes.Buffer
 	// Used through upstream's interface, as the kubelet's plugin manager holds it.

@@ -2,6 +2,7 @@ package kcsi
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -15,36 +16,34 @@ import (
 	"time"
 )
 
-// The tests run against Kubernetes' e2e mock CSI driver as a real process. Its binary comes
-// from the repository's peer cache (scripts/peers/build.sh mockdriver) or $KCSI_MOCKDRIVER.
-var (
-	mockDriverOnce sync.Once
-	mockDriverPath string
-	mockDriverErr  error
-)
+// The tests run against real CSI driver processes: the real csi-driver-host-path
+// (hostpathplugin), and Kubernetes' e2e mock driver where a test needs a volume that exists
+// from the start (the mock's "1", "2", "3"; hostpathplugin's volumes need a CreateVolume, which
+// takes a gRPC client this standard-library-only package does not have). Binaries come from the
+// repository's peer cache (scripts/peers/path.sh) or $KCSI_HOSTPATH / $KCSI_MOCKDRIVER.
+var peerBinaries sync.Map // peer name -> func() (string, error)
 
-func mockDriverBinary(t testing.TB) string {
+func peerBinary(t testing.TB, peer, env string) string {
 	t.Helper()
-	mockDriverOnce.Do(func() {
-		if p := os.Getenv("KCSI_MOCKDRIVER"); p != "" {
-			mockDriverPath = p
-			return
+	once, _ := peerBinaries.LoadOrStore(peer, sync.OnceValues(func() (string, error) {
+		if p := os.Getenv(env); p != "" {
+			return p, nil
 		}
-		out, err := exec.Command("../../scripts/peers/path.sh", "mockdriver").Output()
+		out, err := exec.Command("../../scripts/peers/path.sh", peer).Output()
 		if err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
 				err = fmt.Errorf("%v: %s", err, ee.Stderr)
 			}
-			mockDriverErr = fmt.Errorf("the mock CSI driver is not built (run scripts/peers/build.sh mockdriver or set KCSI_MOCKDRIVER): %w", err)
-			return
+			return "", fmt.Errorf("peer %s is not built (run scripts/peers/build.sh %s or set %s): %w", peer, peer, env, err)
 		}
-		mockDriverPath = strings.TrimSpace(string(out))
-	})
-	if mockDriverErr != nil {
-		t.Fatal(mockDriverErr)
+		return strings.TrimSpace(string(out)), nil
+	}))
+	path, err := once.(func() (string, error))()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return mockDriverPath
+	return path
 }
 
 // shortTempDir is a fresh directory under /tmp: sun_path holds only 108 bytes, too few for
@@ -63,8 +62,8 @@ func shortTempDir(t testing.TB, prefix string) string {
 	return dir
 }
 
-// mockDriver is a running csi-mock-driver process.
-type mockDriver struct {
+// driverProcess is a running CSI driver process.
+type driverProcess struct {
 	Name     string
 	Socket   string
 	Endpoint string // unix://<socket>
@@ -90,24 +89,36 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startMockDriver starts the mock driver named name and stops it when the test ends. Its node
-// ID is its name.
-func startMockDriver(t testing.TB, name string, flags ...string) *mockDriver {
+// startHostpathDriver starts the real hostpathplugin serving name, with node id name, and
+// stops it (removing its mounts) when the test ends.
+func startHostpathDriver(t testing.TB, name string, flags ...string) *driverProcess {
 	t.Helper()
-	bin := mockDriverBinary(t)
 	dir := shortTempDir(t, "kcsigo-drv")
-	d := &mockDriver{Name: name, Socket: filepath.Join(dir, "csi.sock"), log: &syncBuffer{}}
+	args := append([]string{"--nodeid=" + name, "--statedir=" + filepath.Join(dir, "state"), "-v=5"}, flags...)
+	return startDriver(t, peerBinary(t, "hostpath", "KCSI_HOSTPATH"), dir, name, args)
+}
+
+// startMockDriver starts the e2e mock driver named name (node id = name; volumes "1", "2",
+// "3" exist) and stops it when the test ends.
+func startMockDriver(t testing.TB, name string, flags ...string) *driverProcess {
+	t.Helper()
+	dir := shortTempDir(t, "kcsigo-drv")
+	return startDriver(t, peerBinary(t, "mockdriver", "KCSI_MOCKDRIVER"), dir, name, append([]string{"-v=3"}, flags...))
+}
+
+func startDriver(t testing.TB, bin, dir, name string, args []string) *driverProcess {
+	t.Helper()
+	d := &driverProcess{Name: name, Socket: filepath.Join(dir, "csi.sock"), log: &syncBuffer{}}
 	d.Endpoint = "unix://" + d.Socket
-	args := append([]string{"--endpoint=" + d.Endpoint, "--drivername=" + name, "-v=3"}, flags...)
-	d.cmd = exec.Command(bin, args...)
+	d.cmd = exec.Command(bin, append([]string{"--endpoint=" + d.Endpoint, "--drivername=" + name}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("starting the mock driver: %v", err)
+		t.Fatalf("starting %s: %v", bin, err)
 	}
 	t.Cleanup(func() {
 		d.stop(t)
 		if t.Failed() {
-			t.Logf("mock driver %s log:\n%s", name, d.log.String())
+			t.Logf("driver %s log:\n%s", name, d.log.String())
 		}
 	})
 	deadline := time.Now().Add(20 * time.Second)
@@ -117,14 +128,14 @@ func startMockDriver(t testing.TB, name string, flags ...string) *mockDriver {
 			return d
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the mock driver did not listen on %s; log:\n%s", d.Socket, d.log.String())
+			t.Fatalf("driver %s did not listen on %s; log:\n%s", name, d.Socket, d.log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // stop ends the driver process (SIGTERM, then SIGKILL after 10 s); idempotent.
-func (d *mockDriver) stop(t testing.TB) {
+func (d *driverProcess) stop(t testing.TB) {
 	d.stopOnce.Do(func() {
 		d.cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -132,65 +143,23 @@ func (d *mockDriver) stop(t testing.TB) {
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			t.Logf("mock driver %s ignored SIGTERM; killing it", d.Name)
+			t.Logf("driver %s ignored SIGTERM; killing it", d.Name)
 			d.cmd.Process.Kill()
 			<-done
 		}
 	})
 }
 
-// silentDriver listens on a Unix socket and accepts connections but never answers: every
-// call to it runs into its deadline.
-func silentDriver(t testing.TB) string {
+// trackedListener listens on the Unix socket sock; the listener and every connection given
+// to track are closed when the test ends.
+func trackedListener(t testing.TB, sock string) (l net.Listener, track func(net.Conn)) {
 	t.Helper()
-	sock := filepath.Join(shortTempDir(t, "kcsigo-silent"), "csi.sock")
-	listenSilently(t, sock)
-	return "unix://" + sock
-}
-
-// slammingDriver accepts connections on a Unix socket and closes them at once, as a driver
-// that crashes under an open connection does.
-func slammingDriver(t testing.TB) string {
-	t.Helper()
-	sock := filepath.Join(shortTempDir(t, "kcsigo-slam"), "csi.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return "unix://" + sock
-}
-
-// listenSilently serves the silent driver on sock.
-func listenSilently(t testing.TB, sock string) {
-	t.Helper()
-	os.Remove(sock)
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
 	t.Cleanup(func() {
 		l.Close()
 		mu.Lock()
@@ -199,6 +168,75 @@ func listenSilently(t testing.TB, sock string) {
 			c.Close()
 		}
 	})
+	return l, func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+}
+
+// serveConns hands every connection l accepts to handle, until l is closed.
+func serveConns(l net.Listener, handle func(net.Conn)) {
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+		}
+	}()
+}
+
+// silentDriver listens on a Unix socket and accepts connections but never answers: every
+// call to it runs into its deadline.
+func silentDriver(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t, "kcsigo-silent"), "csi.sock")
+	l, track := trackedListener(t, sock)
+	serveConns(l, track)
+	return "unix://" + sock
+}
+
+// slammingDriver accepts connections on a Unix socket and closes them at once, as a driver
+// that crashes under an open connection does.
+func slammingDriver(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t, "kcsigo-slam"), "csi.sock")
+	l, _ := trackedListener(t, sock)
+	serveConns(l, func(c net.Conn) { c.Close() })
+	return "unix://" + sock
+}
+
+// registerDriver registers d with h at endpoint (d's own when empty), failing the test if
+// that fails.
+func registerDriver(t testing.TB, h *Host, d *driverProcess, endpoint string) {
+	t.Helper()
+	if endpoint == "" {
+		endpoint = d.Endpoint
+	}
+	if err := h.RegisterPlugin(context.Background(), d.Name, endpoint, []string{"1.0.0"}); err != nil {
+		t.Fatalf("RegisterPlugin(%s): %v", d.Name, err)
+	}
+}
+
+// mountDevice makes an attacher (closed when the test ends) and mounts spec's device at its
+// device mount path, which it returns.
+func mountDevice(t testing.TB, h *Host, spec Spec, args *DeviceMounterArgs) (*Attacher, string) {
+	t.Helper()
+	a, err := h.NewAttacher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	staging, err := a.DeviceMountPath(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.MountDevice(context.Background(), spec, staging, args); err != nil {
+		t.Fatalf("MountDevice: %v", err)
+	}
+	return a, staging
 }
 
 // newTestHost creates a standalone host on a fresh root and closes it when the test ends.
@@ -260,71 +298,47 @@ func inChild(t *testing.T) bool {
 func stallingProxy(t testing.TB, target, marker string) string {
 	t.Helper()
 	sock := filepath.Join(shortTempDir(t, "kcsigo-proxy"), "csi.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
+	l, track := trackedListener(t, sock)
+	serveConns(l, func(client net.Conn) {
+		server, err := net.Dial("unix", target)
+		if err != nil {
+			client.Close()
+			return
 		}
+		track(client)
+		track(server)
+		go func() { // driver -> client, unchanged
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := server.Read(buf)
+				if n > 0 {
+					client.Write(buf[:n])
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // client -> driver, until the marker shows up
+			buf := make([]byte, 32<<10)
+			var tail []byte // the end of the previous read, for a marker split across reads
+			stalled := false
+			for {
+				n, err := client.Read(buf)
+				if n > 0 && !stalled {
+					window := append(tail, buf[:n]...)
+					if bytes.Contains(window, []byte(marker)) {
+						stalled = true
+					} else {
+						server.Write(buf[:n])
+						tail = append([]byte(nil), window[max(0, len(window)-len(marker)):]...)
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
 	})
-	go func() {
-		for {
-			client, err := l.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("unix", target)
-			if err != nil {
-				client.Close()
-				continue
-			}
-			track(client)
-			track(server)
-			go func() { // driver -> client, unchanged
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := server.Read(buf)
-					if n > 0 {
-						client.Write(buf[:n])
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() { // client -> driver, until the marker shows up
-				buf := make([]byte, 32<<10)
-				var tail []byte // the end of the previous read, for a marker split across reads
-				stalled := false
-				for {
-					n, err := client.Read(buf)
-					if n > 0 && !stalled {
-						window := append(tail, buf[:n]...)
-						if bytes.Contains(window, []byte(marker)) {
-							stalled = true
-						} else {
-							server.Write(buf[:n])
-							tail = append([]byte(nil), window[max(0, len(window)-len(marker)):]...)
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
 	return "unix://" + sock
 }

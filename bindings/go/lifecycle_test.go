@@ -44,9 +44,7 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 	d := startMockDriver(t, "fs.csi.kcsi.dev", "--disable-attach")
 	h := newTestHost(t, Config{CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
 	ctx := context.Background()
-	if err := h.RegisterPlugin(ctx, d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	registerDriver(t, h, d, "")
 	spec := pvSpec(d.Name, "pv-fs", "1") // the mock driver's volume "1"
 
 	if ok, err := h.CanSupport(spec); err != nil || !ok {
@@ -65,18 +63,7 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 		t.Fatalf("VolumeName = %q, %v", name, err)
 	}
 
-	a, err := h.NewAttacher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	staging, err := a.DeviceMountPath(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.MountDevice(ctx, spec, staging, nil); err != nil {
-		t.Fatalf("MountDevice: %v", err)
-	}
+	a, staging := mountDevice(t, h, spec, nil)
 
 	m, err := h.NewMounter(spec, pod("pod-fs"))
 	if err != nil {
@@ -129,6 +116,53 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 	}
 	if err := a.UnmountDevice(ctx, staging); err != nil {
 		t.Fatalf("UnmountDevice: %v", err)
+	}
+}
+
+func TestInlineVolumeIsPublishedWrittenAndTornDownThroughTheHostpathDriver(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("publishing a volume mounts: needs root")
+	}
+	d := startHostpathDriver(t, "inline.csi.kcsi.dev")
+	csiDriver, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"name": d.Name},
+		"spec":     map[string]any{"attachRequired": false, "podInfoOnMount": true, "volumeLifecycleModes": []string{"Ephemeral"}},
+	})
+	h := newTestHost(t, Config{CSIDrivers: []any{json.RawMessage(csiDriver)}})
+	registerDriver(t, h, d, "")
+	// hostpathplugin creates an ephemeral volume at NodePublish (csi.storage.k8s.io/ephemeral,
+	// sent with podInfoOnMount) and deletes it at NodeUnpublish: no CreateVolume needed.
+	spec := Spec{Volume: map[string]any{"name": "scratch", "csi": map[string]any{"driver": d.Name}}}
+	ctx := context.Background()
+	m, err := h.NewMounter(spec, pod("pod-inline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.SetUp(ctx, nil); err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	path, err := m.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path, "hello"), []byte("through the bind mount"), 0o644); err != nil {
+		t.Fatalf("writing through the pod's path: %v", err)
+	}
+	mt, err := m.Metrics(ctx)
+	if err != nil || mt.CapacityBytes == nil || *mt.CapacityBytes <= 0 {
+		t.Fatalf("Metrics = %+v, %v", mt, err)
+	}
+	u, err := h.NewUnmounter("scratch", "pod-inline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if err := u.TearDown(ctx); err != nil {
+		t.Fatalf("TearDown: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Fatalf("TearDown left %s: %v", filepath.Dir(path), err)
 	}
 }
 

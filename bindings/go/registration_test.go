@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-func TestRegisterListDuplicateAndDeregisterAgainstMockDriver(t *testing.T) {
-	d := startMockDriver(t, "mock.csi.kcsi.dev")
+func TestRegisterListDuplicateAndDeregisterAgainstHostpathDriver(t *testing.T) {
+	d := startHostpathDriver(t, "hostpath.csi.kcsi.dev")
 	h := newTestHost(t, Config{})
 	ctx := context.Background()
 
@@ -95,7 +95,7 @@ func TestValidatePluginFollowsUpstreamVersionTable(t *testing.T) {
 }
 
 func TestTwoHostsKeepSeparateRegistries(t *testing.T) {
-	d := startMockDriver(t, "shared.csi.kcsi.dev")
+	d := startHostpathDriver(t, "shared.csi.kcsi.dev")
 	a := newTestHost(t, Config{NodeName: "node-a"})
 	b := newTestHost(t, Config{NodeName: "node-b"})
 	ctx := context.Background()
@@ -159,7 +159,7 @@ func TestRegisterPluginWithoutDeadlineUsesTheHostTimeout(t *testing.T) {
 }
 
 func TestCallsWithADoneContextDoNotStart(t *testing.T) {
-	d := startMockDriver(t, "early.csi.kcsi.dev")
+	d := startHostpathDriver(t, "early.csi.kcsi.dev")
 	h := newTestHost(t, Config{})
 
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))

@@ -5,6 +5,9 @@ Why generated: a ctypes function left on the default `int` restype truncates poi
 64-bit hosts, and hand-kept signatures drift from the header. Every C type in the header must
 map to a ctypes type here, or generation fails: nothing is ever left on a default.
 
+It also writes kcsi/_methods.py: one explicit method per function on the class of the handle
+it takes first, with the C parameter names, so help() and editors show real signatures.
+
 Usage: gen_signatures.py [--header include/kcsi.h] [--output .../_signatures.py] [--check]
   --check: exit 1 (and say so) when the committed file differs from what would be generated.
 """
@@ -18,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_HEADER = os.path.join(REPO, "include", "kcsi.h")
 DEFAULT_OUTPUT = os.path.join(HERE, "kcsi", "_signatures.py")
+METHODS_OUTPUT = os.path.join(HERE, "kcsi", "_methods.py")
 
 # Scalar C types -> ctypes expression.
 SCALARS = {
@@ -49,8 +53,8 @@ class Header:
     def _parse(self, text):
         for m in re.finditer(r"^\s*#define\s+(\w+)\s+(-?\d+)\s*$", text, re.M):
             self.constants[m.group(1)] = int(m.group(2))
-        # Keep each function's doc comment (cbindgen c99 style: `//` lines) for the sweep's
-        # "may be NULL" detection; then drop comments and preprocessor lines.
+        # Keep each function's doc comment (cbindgen c99 style: `//` lines), whose "Nullable:"
+        # line names the parameters that may be NULL; then drop comments and preprocessor lines.
         docs = {}
         pending = []
         for line in text.splitlines():
@@ -168,6 +172,14 @@ def generate(header_path):
     w("")
     w("OPAQUE = " + repr(tuple(h.opaque)))
     w("")
+    w("# name -> the parameters its header doc's \"Nullable:\" line names (err_out always may be NULL)")
+    w("NULLABLE = {")
+    for name, (_ret, _ps, doc) in h.functions.items():
+        n = nullable_params(doc)
+        if n:
+            w(f"    {name!r}: {n!r},")
+    w("}")
+    w("")
     w("# name -> (C return type, ((C type, parameter name), ...), doc comment)")
     w("FUNCTIONS = {")
     for name, (ret, ps, doc) in h.functions.items():
@@ -198,25 +210,96 @@ def generate(header_path):
     return "\n".join(out) + "\n"
 
 
+def nullable_params(doc):
+    m = re.search(r"Nullable: ([\w, ]+)\.", doc)
+    return tuple(p.strip() for p in m.group(1).split(",")) if m else ()
+
+
+def handle_class(ctype):
+    """`kcsi_block_mapper *` -> BlockMapper."""
+    return "".join(p.capitalize() for p in ctype[len("kcsi_"):-2].split("_"))
+
+
+def method_plan(name, ps):
+    """(class, method name, Python parameters) of a function, or None when it takes no handle."""
+    if not ps or not ps[0][0].endswith(" *") or not ps[0][0].startswith("kcsi_") or name.endswith("_free"):
+        return None
+    own = ps[0][0][: -2]
+    if own == "kcsi_error":
+        return None
+    method = name[len(own) + 1:] if name.startswith(own + "_") else name[len("kcsi_"):]
+    if own != "kcsi_host" and not name.startswith(own + "_"):
+        return None
+    names = [n for _, n in ps]
+    params = []
+    for t, n in ps[1:]:
+        if n == "err_out" or n.endswith("_len") and n[:-4] in names:
+            continue
+        if (n == "out" or n.endswith("_out")) and t.endswith("*"):
+            continue
+        params.append(n)
+    return handle_class(ps[0][0]), method, params
+
+
+def generate_methods(header_path):
+    with open(header_path, encoding="utf-8") as f:
+        h = Header(f.read())
+    classes = {}
+    for name, (_ret, ps, doc) in h.functions.items():
+        plan = method_plan(name, ps)
+        if plan:
+            cls, method, params = plan
+            classes.setdefault(cls, []).append((name, method, params, doc, nullable_params(doc)))
+    out = []
+    w = out.append
+    w('"""Explicit methods of the handle classes, GENERATED from include/kcsi.h by')
+    w("bindings/python/gen_signatures.py. Do not edit. Each method calls the C function of the same")
+    w("name with the conventions of kcsi.call (JSON parameters take dicts, outputs are returned).")
+    w('"""')
+    w("# fmt: off")
+    for cls, methods in sorted(classes.items()):
+        w("")
+        w("")
+        w(f"class _{cls}Methods:")
+        w("    __slots__ = ()")
+        for name, method, params, doc, nullable in methods:
+            # A nullable parameter gets a None default when every later one has one too.
+            sig = []
+            defaults = True
+            for p in reversed(params):
+                defaults = defaults and p in nullable
+                sig.append(f"{p}=None" if defaults else p)
+            sig = ", ".join(["self"] + list(reversed(sig)))
+            w("")
+            w(f"    def {method}({sig}):")
+            w(f"        {(name + ': ' + doc)!r}")
+            args = ", ".join(params) + ("," if len(params) == 1 else "")
+            w(f"        return self._invoke({name!r}, ({args}))")
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--header", default=DEFAULT_HEADER)
     ap.add_argument("--output", default=DEFAULT_OUTPUT)
     ap.add_argument("--check", action="store_true", help="fail if the output file is stale")
     a = ap.parse_args()
-    text = generate(a.header)
+    wanted = {a.output: generate(a.header), METHODS_OUTPUT: generate_methods(a.header)}
     if a.check:
-        try:
-            with open(a.output, encoding="utf-8") as f:
-                current = f.read()
-        except FileNotFoundError:
-            current = None
-        if current != text:
-            print(f"{os.path.relpath(a.output)} is stale: run python3 bindings/python/gen_signatures.py", file=sys.stderr)
-            return 1
-        return 0
-    with open(a.output, "w", encoding="utf-8") as f:
-        f.write(text)
+        stale = []
+        for path, text in wanted.items():
+            try:
+                with open(path, encoding="utf-8") as f:
+                    current = f.read()
+            except FileNotFoundError:
+                current = None
+            if current != text:
+                stale.append(path)
+                print(f"{os.path.relpath(path)} is stale: run python3 bindings/python/gen_signatures.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in wanted.items():
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
     return 0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/peers/path.sh NAME   (NAME: hostpath|registrar|etcd|apiserver, or the binary name)
+# Usage: scripts/peers/path.sh NAME   (NAME: one of KCSI_PEERS in versions.sh, or its binary name)
 # Prints the absolute path of the cached peer binary, so tests never hardcode versions.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -9,11 +9,11 @@ KCSI_GO=${KCSI_GO:-$(command -v go || echo /usr/local/go/bin/go)}
 KCSI_GO_VERSION=$("$KCSI_GO" env GOVERSION)
 KCSI_PEERS_CACHE=${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}
 
-KCSI_PEERS=(hostpath registrar sanity etcd apiserver mockdriver standin)
+KCSI_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver)
 # What tests use and build by default. The kubernetes-csi peers (hostpath, registrar, sanity)
 # come from the Go module proxy where it serves them, else from the source archives (with
 # their vendor trees) in $KCSI_PEER_ARCHIVES; see build.sh.
-KCSI_DEFAULT_PEERS=(hostpath registrar sanity etcd apiserver mockdriver standin)
+KCSI_DEFAULT_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver)
 # Source archives of the kubernetes-csi peers at their tags, used when the proxy refuses them.
 KCSI_PEER_ARCHIVES=${KCSI_PEER_ARCHIVES:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/../shared/peers}
 KCSI_PEERS_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -67,8 +67,8 @@ APISERVER_BIN=kube-apiserver
 APISERVER_STAGING=v0.36.3
 
 # Kubernetes' own mock CSI driver (test/e2e/storage/drivers/csi-test in k8s.io/kubernetes),
-# wrapped as a standalone binary by mockdriver/main.go. Stand-in while the proxy refuses
-# github.com/kubernetes-csi/* (hostpath, registrar).
+# wrapped as a standalone binary by mockdriver/main.go: a real upstream driver without mounts
+# whose call log tests read, and whose flags give capabilities hostpath lacks (VOLUME_MOUNT_GROUP).
 MOCKDRIVER_MODULE=$APISERVER_MODULE
 MOCKDRIVER_VERSION=$APISERVER_VERSION
 MOCKDRIVER_PKG=
@@ -94,7 +94,7 @@ kcsi_peer_key() {
     etcd) echo etcd ;;
     apiserver|kube-apiserver) echo apiserver ;;
     mockdriver|csi-mock-driver) echo mockdriver ;;
-    standin|hostpath-standin) echo standin ;;
+    faultdriver|csi-fault-driver) echo faultdriver ;;
     *) echo "kcsi peers: unknown peer '$1' (known: ${KCSI_PEERS[*]})" >&2; return 1 ;;
   esac
 }
@@ -127,15 +127,15 @@ kcsi_peer_bin() {
     "$KCSI_GO_VERSION" "$(kcsi_peer_var "$key" BIN)"
 }
 
-# hostpath-standin: a fault-injecting stand-in for csi-driver-host-path (standin-hostpath/*.go,
-# package comment says how it differs), used only by tests that inject a fault. MODULE is
-# the CSI spec it is built against; REQUIRE pins every other module it imports (go get with
-# MODULE@VERSION; part of the cache key). csi-lib-utils v0.24.0 (not v0.25.0) keeps spec at v1.12.0.
-STANDIN_MODULE=github.com/container-storage-interface/spec
-STANDIN_VERSION=v1.12.0
-STANDIN_PKG=
-STANDIN_BIN=hostpath-standin
-STANDIN_STAGING=
-STANDIN_SRC=$KCSI_PEERS_SCRIPTS/standin-hostpath
-STANDIN_REQUIRE="google.golang.org/grpc@v1.79.3 google.golang.org/protobuf@v1.36.12
-  k8s.io/mount-utils@v0.36.3 k8s.io/klog/v2@v2.140.0 github.com/kubernetes-csi/csi-lib-utils@v0.24.0"
+# csi-fault-driver (fault-driver/*.go, its package comment says what it does): a hostpath-like
+# driver with real mounts that injects faults (fail / hang one RPC, drop a node capability),
+# used only by the tests that need one. MODULE is the CSI spec it is built against; REQUIRE
+# pins every other module it imports (go get with MODULE@VERSION; part of the cache key).
+FAULTDRIVER_MODULE=github.com/container-storage-interface/spec
+FAULTDRIVER_VERSION=v1.12.0
+FAULTDRIVER_PKG=
+FAULTDRIVER_BIN=csi-fault-driver
+FAULTDRIVER_STAGING=
+FAULTDRIVER_SRC=$KCSI_PEERS_SCRIPTS/fault-driver
+FAULTDRIVER_REQUIRE="google.golang.org/grpc@v1.79.3 google.golang.org/protobuf@v1.36.12
+  k8s.io/mount-utils@v0.36.3 k8s.io/klog/v2@v2.140.0"

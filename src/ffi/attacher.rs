@@ -1,29 +1,23 @@
 //! Attacher / device mounter exports (kubelet side: WaitForAttach, NodeStage, NodeUnstage).
 
 use std::ffi::c_char;
-use std::sync::Weak;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::boundary::{
-    guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_string, write_value,
+    free_box, guard, guard_value, json_arg, opt_json_arg, out_arg, str_arg, write_string,
 };
 use super::error::kcsi_error;
-use super::host::{host_arg, kcsi_host, upgrade};
+use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
+use super::host::kcsi_host;
 use super::kcsi_result;
-use crate::error::{Error, Result};
-use crate::host::Host;
 use crate::runtime;
 use crate::spec::VolumeSpec;
 use crate::volume::attacher::{self, MountDeviceArgs};
 
 /// An attacher / device mounter of one host. Free with `kcsi_attacher_free`.
-pub struct kcsi_attacher {
-    host: Weak<Host>,
-}
-
-fn attacher_arg<'a>(a: *mut kcsi_attacher) -> Result<&'a kcsi_attacher> {
-    unsafe { a.as_ref() }.ok_or_else(|| Error::invalid("attacher is NULL"))
-}
+pub struct kcsi_attacher(Arc<Child<()>>);
+impl_handle!(kcsi_attacher, "attacher", Child<()>);
 
 /// Creates an attacher for host `h`. On success `*out` receives a handle the caller owns and
 /// frees with `kcsi_attacher_free`; on error it is unchanged.
@@ -33,15 +27,10 @@ pub extern "C" fn kcsi_attacher_new(
     out: *mut *mut kcsi_attacher,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_attacher_new", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         out_arg(out, "out")?;
-        write_value(
-            out,
-            Box::into_raw(Box::new(kcsi_attacher {
-                host: std::sync::Arc::downgrade(host),
-            })),
-        );
+        write_handle(out, Child::new(&host, ()));
         Ok(())
     })
 }
@@ -58,8 +47,8 @@ pub extern "C" fn kcsi_attacher_wait_for_attach(
     device_path_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_attacher_wait_for_attach", err_out, || {
-        let host = upgrade(&attacher_arg(a)?.host)?;
+    guard!(err_out, || {
+        let (host, _) = child_arg(a)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         out_arg(device_path_out, "device_path_out")?;
         let timeout = if timeout_ms > 0 {
@@ -83,8 +72,8 @@ pub extern "C" fn kcsi_attacher_device_mount_path(
     path_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_attacher_device_mount_path", err_out, || {
-        let host = upgrade(&attacher_arg(a)?.host)?;
+    guard!(err_out, || {
+        let (host, _) = child_arg(a)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         out_arg(path_out, "path_out")?;
         write_string(
@@ -101,6 +90,7 @@ pub extern "C" fn kcsi_attacher_device_mount_path(
 /// and, when the driver has STAGE_UNSTAGE_VOLUME, calls NodeStageVolume there. `args_json`
 /// (NULL = none): `{"fsGroup": int, "seLinuxLabel": string}`. Errors are classed as the
 /// kubelet's: uncertain when the driver may still be staging, transient when nothing changed.
+/// Nullable: args_json.
 #[no_mangle]
 pub extern "C" fn kcsi_attacher_mount_device(
     a: *mut kcsi_attacher,
@@ -109,14 +99,11 @@ pub extern "C" fn kcsi_attacher_mount_device(
     args_json: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_attacher_mount_device", err_out, || {
-        let host = upgrade(&attacher_arg(a)?.host)?;
+    guard!(err_out, || {
+        let (host, _) = child_arg(a)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let path = str_arg(device_mount_path, "device_mount_path")?;
-        let args: MountDeviceArgs = match opt_str_arg(args_json, "args_json")? {
-            None => MountDeviceArgs::default(),
-            Some(_) => json_arg(args_json, "args_json")?,
-        };
+        let args: MountDeviceArgs = opt_json_arg(args_json, "args_json")?;
         runtime::block_on(attacher::mount_device(&host, &spec, path, &args))?
     })
 }
@@ -130,8 +117,8 @@ pub extern "C" fn kcsi_attacher_unmount_device(
     device_mount_path: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_attacher_unmount_device", err_out, || {
-        let host = upgrade(&attacher_arg(a)?.host)?;
+    guard!(err_out, || {
+        let (host, _) = child_arg(a)?;
         let path = str_arg(device_mount_path, "device_mount_path")?;
         runtime::block_on(attacher::unmount_device(&host, path))?
     })
@@ -140,9 +127,5 @@ pub extern "C" fn kcsi_attacher_unmount_device(
 /// Frees an attacher. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_attacher_free(a: *mut kcsi_attacher) {
-    guard_value((), || {
-        if !a.is_null() {
-            drop(unsafe { Box::from_raw(a) });
-        }
-    })
+    guard_value((), || free_box(a))
 }

@@ -2,43 +2,28 @@
 //! block spec reconstruction.
 
 use std::ffi::c_char;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
 use super::boundary::{
-    guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_string, write_value,
+    free_box, guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_string,
 };
 use super::error::kcsi_error;
-use super::host::{host_arg, kcsi_host, upgrade};
+use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
+use super::host::kcsi_host;
 use super::kcsi_result;
-use crate::error::{Error, Result};
-use crate::host::Host;
 use crate::runtime;
 use crate::spec::VolumeSpec;
-use crate::volume::block::{self, BlockMapper, BlockUnmapper};
+use crate::volume::block::{BlockMapper, BlockUnmapper};
 
 /// A block volume mapper for one pod. Free with `kcsi_block_mapper_free`.
-pub struct kcsi_block_mapper {
-    host: Weak<Host>,
-    mapper: BlockMapper,
-}
+pub struct kcsi_block_mapper(Arc<Child<BlockMapper>>);
+impl_handle!(kcsi_block_mapper, "block mapper", Child<BlockMapper>);
 
 /// A block volume unmapper. Free with `kcsi_block_unmapper_free`.
-pub struct kcsi_block_unmapper {
-    host: Weak<Host>,
-    unmapper: BlockUnmapper,
-}
-
-fn mapper_arg<'a>(m: *mut kcsi_block_mapper) -> Result<(Arc<Host>, &'a BlockMapper)> {
-    let m = unsafe { m.as_ref() }.ok_or_else(|| Error::invalid("block mapper is NULL"))?;
-    Ok((upgrade(&m.host)?, &m.mapper))
-}
-
-fn unmapper_arg<'a>(u: *mut kcsi_block_unmapper) -> Result<(Arc<Host>, &'a BlockUnmapper)> {
-    let u = unsafe { u.as_ref() }.ok_or_else(|| Error::invalid("block unmapper is NULL"))?;
-    Ok((upgrade(&u.host)?, &u.unmapper))
-}
+pub struct kcsi_block_unmapper(Arc<Child<BlockUnmapper>>);
+impl_handle!(kcsi_block_unmapper, "block unmapper", Child<BlockUnmapper>);
 
 /// Creates a block mapper for a `volumeMode: Block` PersistentVolume spec and a pod (core/v1
 /// Pod JSON with `metadata.uid`), and writes
@@ -52,19 +37,13 @@ pub extern "C" fn kcsi_block_mapper_new(
     out: *mut *mut kcsi_block_mapper,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_block_mapper_new", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
-        let mapper = BlockMapper::new(host, spec, pod)?;
-        write_value(
-            out,
-            Box::into_raw(Box::new(kcsi_block_mapper {
-                host: Arc::downgrade(host),
-                mapper,
-            })),
-        );
+        let mapper = BlockMapper::new(&host, spec, pod)?;
+        write_handle(out, Child::new(&host, mapper));
         Ok(())
     })
 }
@@ -78,10 +57,10 @@ pub extern "C" fn kcsi_block_mapper_paths(
     paths_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_block_mapper_paths", err_out, || {
-        let (_, mapper) = mapper_arg(m)?;
+    guard!(err_out, || {
+        let (_, mapper) = child_arg(m)?;
         out_arg(paths_json_out, "paths_json_out")?;
-        write_string(paths_json_out, &mapper.paths_json().to_string());
+        write_string(paths_json_out, &mapper.value.paths_json().to_string());
         Ok(())
     })
 }
@@ -96,10 +75,10 @@ pub extern "C" fn kcsi_block_mapper_set_up_device(
     staging_path_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_block_mapper_set_up_device", err_out, || {
-        let (host, mapper) = mapper_arg(m)?;
+    guard!(err_out, || {
+        let (host, mapper) = child_arg(m)?;
         out_arg(staging_path_out, "staging_path_out")?;
-        let staging = runtime::block_on(mapper.set_up_device(&host))??;
+        let staging = runtime::block_on(mapper.value.set_up_device(&host))??;
         write_string(
             staging_path_out,
             &staging.map(|p| p.display().to_string()).unwrap_or_default(),
@@ -116,10 +95,10 @@ pub extern "C" fn kcsi_block_mapper_map_pod_device(
     publish_path_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_block_mapper_map_pod_device", err_out, || {
-        let (host, mapper) = mapper_arg(m)?;
+    guard!(err_out, || {
+        let (host, mapper) = child_arg(m)?;
         out_arg(publish_path_out, "publish_path_out")?;
-        let path = runtime::block_on(mapper.map_pod_device(&host))??;
+        let path = runtime::block_on(mapper.value.map_pod_device(&host))??;
         write_string(publish_path_out, &path.display().to_string());
         Ok(())
     })
@@ -128,11 +107,7 @@ pub extern "C" fn kcsi_block_mapper_map_pod_device(
 /// Frees a block mapper. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_block_mapper_free(m: *mut kcsi_block_mapper) {
-    guard_value((), || {
-        if !m.is_null() {
-            drop(unsafe { Box::from_raw(m) });
-        }
-    })
+    guard_value((), || free_box(m))
 }
 
 /// Creates a block unmapper from the volume's `data/vol_data.json`. `pod_uid` may be "" to
@@ -146,19 +121,13 @@ pub extern "C" fn kcsi_block_unmapper_new(
     out: *mut *mut kcsi_block_unmapper,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_block_unmapper_new", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
         out_arg(out, "out")?;
-        let unmapper = BlockUnmapper::new(host, spec_name, pod_uid)?;
-        write_value(
-            out,
-            Box::into_raw(Box::new(kcsi_block_unmapper {
-                host: Arc::downgrade(host),
-                unmapper,
-            })),
-        );
+        let unmapper = BlockUnmapper::new(&host, spec_name, pod_uid)?;
+        write_handle(out, Child::new(&host, unmapper));
         Ok(())
     })
 }
@@ -170,15 +139,16 @@ pub extern "C" fn kcsi_block_unmapper_unmap_pod_device(
     u: *mut kcsi_block_unmapper,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_block_unmapper_unmap_pod_device", err_out, || {
-        let (host, unmapper) = unmapper_arg(u)?;
-        runtime::block_on(unmapper.unmap_pod_device(&host))?
+    guard!(err_out, || {
+        let (host, unmapper) = child_arg(u)?;
+        runtime::block_on(unmapper.value.unmap_pod_device(&host))?
     })
 }
 
 /// TearDownDevice: NodeUnstageVolume when the staging path exists, then removal of the
 /// volume's leftover files without crossing a mount point. `global_map_path` and `device_path`
 /// (either may be NULL) are only logged, as upstream only logs them.
+/// Nullable: global_map_path, device_path.
 #[no_mangle]
 pub extern "C" fn kcsi_block_unmapper_tear_down_device(
     u: *mut kcsi_block_unmapper,
@@ -186,49 +156,16 @@ pub extern "C" fn kcsi_block_unmapper_tear_down_device(
     device_path: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_block_unmapper_tear_down_device", err_out, || {
-        let (host, unmapper) = unmapper_arg(u)?;
+    guard!(err_out, || {
+        let (host, unmapper) = child_arg(u)?;
         let map_path = opt_str_arg(global_map_path, "global_map_path")?.unwrap_or("");
         let device = opt_str_arg(device_path, "device_path")?.unwrap_or("");
-        tracing::debug!(
-            "{}",
-            csi_log!("blockMapper.TearDownDevice [mapPath={map_path}, devicePath={device}]")
-        );
-        runtime::block_on(unmapper.tear_down_device(&host))?
+        runtime::block_on(unmapper.value.tear_down_device(&host, map_path, device))?
     })
 }
 
 /// Frees a block unmapper. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_block_unmapper_free(u: *mut kcsi_block_unmapper) {
-    guard_value((), || {
-        if !u.is_null() {
-            drop(unsafe { Box::from_raw(u) });
-        }
-    })
-}
-
-/// Rebuilds a block volume's spec after a restart from its `data/vol_data.json`:
-/// `{"persistentVolume": <PV with name, csi.driver, csi.volumeHandle, volumeMode Block>,
-/// "readOnly": false}`. `pod_uid` and `map_path` are only logged. Caller frees
-/// `*spec_json_out` with `kcsi_string_free`.
-#[no_mangle]
-pub extern "C" fn kcsi_construct_block_volume_spec(
-    h: *mut kcsi_host,
-    pod_uid: *const c_char,
-    spec_name: *const c_char,
-    map_path: *const c_char,
-    spec_json_out: *mut *mut c_char,
-    err_out: *mut *mut kcsi_error,
-) -> kcsi_result {
-    guard("kcsi_construct_block_volume_spec", err_out, || {
-        let host = host_arg(h)?;
-        let pod_uid = str_arg(pod_uid, "pod_uid")?;
-        let spec_name = str_arg(spec_name, "spec_name")?;
-        let map_path = str_arg(map_path, "map_path")?;
-        out_arg(spec_json_out, "spec_json_out")?;
-        let spec = block::construct_block_volume_spec(host, pod_uid, spec_name, map_path)?;
-        write_string(spec_json_out, &spec.to_string());
-        Ok(())
-    })
+    guard_value((), || free_box(u))
 }

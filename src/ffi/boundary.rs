@@ -18,17 +18,38 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_string())
 }
 
+/// `guard!(err_out, || { ... })` in an export runs the body through [`run_guarded`], which names
+/// the export in a caught panic's message.
+macro_rules! guard {
+    ($err_out:expr, $body:expr) => {{
+        fn here() {}
+        $crate::ffi::boundary::run_guarded(std::any::type_name_of_val(&here), $err_out, $body)
+    }};
+}
+pub(crate) use guard;
+
+/// The export's own name from the path of a fn item inside it
+/// (`kcsi::ffi::mounter::kcsi_mounter_new::here`).
+fn export_name(path: &str) -> &str {
+    let path = path.strip_suffix("::here").unwrap_or(path);
+    path.rsplit("::").next().unwrap_or(path)
+}
+
 /// Runs a fallible export body: success is `KCSI_OK`; an error (or a caught panic, as
 /// `KCSI_ERR_INTERNAL`) becomes a result code and, when `err_out` is not NULL, an error object.
-pub(crate) fn guard(
-    what: &str,
+pub(crate) fn run_guarded(
+    here: &'static str,
     err_out: *mut *mut kcsi_error,
     body: impl FnOnce() -> Result<()>,
 ) -> kcsi_result {
     let err = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return KCSI_OK,
         Ok(Err(e)) => e,
-        Err(payload) => Error::internal(format!("{what} panicked: {}", panic_message(&*payload))),
+        Err(payload) => Error::internal(format!(
+            "{} panicked: {}",
+            export_name(here),
+            panic_message(&*payload)
+        )),
     };
     let code = result_code(err.kind());
     if !err_out.is_null() {
@@ -86,6 +107,17 @@ pub(crate) fn json_arg<'a, T: Deserialize<'a>>(p: *const c_char, what: &str) -> 
     serde_json::from_str(text).map_err(|e| Error::invalid(format!("{what} is not valid: {e}")))
 }
 
+/// An optional JSON argument: NULL means `T::default()`.
+pub(crate) fn opt_json_arg<'a, T: Deserialize<'a> + Default>(
+    p: *const c_char,
+    what: &str,
+) -> Result<T> {
+    match opt_str_arg(p, what)? {
+        None => Ok(T::default()),
+        Some(_) => json_arg(p, what),
+    }
+}
+
 /// Checks an output pointer before any work is done.
 pub(crate) fn out_arg<T>(p: *mut T, what: &str) -> Result<()> {
     if p.is_null() {
@@ -102,4 +134,12 @@ pub(crate) fn write_string(p: *mut *mut c_char, s: &str) {
 /// Writes a value to a checked output pointer.
 pub(crate) fn write_value<T>(p: *mut T, v: T) {
     unsafe { *p = v };
+}
+
+/// Frees what an export handed out as `Box::into_raw` (handles, error objects); NULL is a
+/// no-op. A handle's value lives on while a call on it is still running (see `handle.rs`).
+pub(crate) fn free_box<T>(p: *mut T) {
+    if !p.is_null() {
+        drop(unsafe { Box::from_raw(p) });
+    }
 }

@@ -4,7 +4,8 @@ use std::ffi::c_char;
 
 use super::boundary::{guard, json_arg, out_arg, write_value};
 use super::error::kcsi_error;
-use super::host::{host_arg, kcsi_host};
+use super::handle::handle_arg;
+use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::runtime;
 use crate::volume::expander::{self, ExpandOptions};
@@ -23,11 +24,11 @@ pub extern "C" fn kcsi_node_expand(
     resized_out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_node_expand", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let opts: ExpandOptions = json_arg(options_json, "options_json")?;
         out_arg(resized_out, "resized_out")?;
-        let resized = runtime::block_on(expander::node_expand(host, &opts))??;
+        let resized = runtime::block_on(expander::node_expand(&host, &opts))??;
         write_value(resized_out, resized);
         Ok(())
     })

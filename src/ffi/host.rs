@@ -1,37 +1,19 @@
 //! Host handles.
 
 use std::ffi::c_char;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use super::boundary::{guard, out_arg, str_arg, write_string, write_value};
+use super::boundary::{free_box, guard, guard_value, out_arg, str_arg, write_string, write_value};
 use super::error::kcsi_error;
+use super::handle::{handle_arg, impl_handle};
 use super::kcsi_result;
 use crate::config::HostConfig;
-use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
 use crate::{logging, runtime};
 
 /// One node agent's instance of kcsi: its drivers and state. Free with `kcsi_host_free`.
-pub struct kcsi_host {
-    pub(crate) host: Arc<Host>,
-}
-
-/// The host behind a host handle argument.
-pub(crate) fn host_arg<'a>(h: *mut kcsi_host) -> Result<&'a Arc<Host>> {
-    unsafe { h.as_ref() }
-        .map(|h| &h.host)
-        .ok_or_else(|| Error::invalid("host is NULL"))
-}
-
-/// The host of a child handle, if it was not freed.
-pub(crate) fn upgrade(host: &Weak<Host>) -> Result<Arc<Host>> {
-    host.upgrade().ok_or_else(|| {
-        Error::new(
-            ErrorKind::FailedPrecondition,
-            "the kcsi_host this handle belongs to was freed",
-        )
-    })
-}
+pub struct kcsi_host(Arc<Host>);
+impl_handle!(kcsi_host, "host", Host);
 
 /// Creates a host from `config_json` (see the C API contract: `nodeName` and `rootDir` are
 /// required; unknown keys are rejected). With `"pluginWatcher": true` the host watches
@@ -45,13 +27,14 @@ pub extern "C" fn kcsi_host_new(
     host_out: *mut *mut kcsi_host,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_host_new", err_out, || {
+    guard!(err_out, || {
         let config = HostConfig::from_json(str_arg(config_json, "config_json")?)?;
         out_arg(host_out, "host_out")?;
         logging::init();
         let _rt = runtime::handle()?.enter();
+        // Started already shared: the plugin watcher holds the host weakly.
         let host = Host::start(config)?;
-        write_value(host_out, Box::into_raw(Box::new(kcsi_host { host })));
+        write_value(host_out, Box::into_raw(Box::new(kcsi_host(host))));
         Ok(())
     })
 }
@@ -68,24 +51,25 @@ pub extern "C" fn kcsi_host_status(
     status_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_host_status", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         out_arg(status_json_out, "status_json_out")?;
         write_string(status_json_out, &host.status().to_string());
         Ok(())
     })
 }
 
-/// Frees a host and stops its plugin watcher (drivers it registered are not deregistered, as
-/// when a kubelet stops). Handles created from it stay valid and then fail with
-/// `KCSI_ERR_FAILED_PRECONDITION`. Calling with NULL is fine.
+/// Frees a host and stops its background work, the plugin watcher at once (drivers it
+/// registered stay registered, as when a kubelet stops). Handles created from it stay valid
+/// and then fail with `KCSI_ERR_FAILED_PRECONDITION`. A call on the host still running in
+/// another thread finishes first (the host goes when the last such call returns). Calling
+/// with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_host_free(h: *mut kcsi_host) {
-    super::boundary::guard_value((), || {
-        if !h.is_null() {
-            let h = unsafe { Box::from_raw(h) };
-            h.host.stop();
-            drop(h);
+    guard_value((), || {
+        if let Some(host) = unsafe { h.as_ref() } {
+            host.0.stop();
         }
+        free_box(h)
     })
 }

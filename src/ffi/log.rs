@@ -41,6 +41,7 @@ impl UserData {
 /// Routes kcsi's log records with a level up to `max_level` (0 error .. 4 trace) to `cb`, or
 /// back to stderr when `cb` is NULL. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a
 /// callback.
+/// Nullable: cb, user_data.
 #[no_mangle]
 pub extern "C" fn kcsi_set_log_callback(
     cb: kcsi_log_fn,
@@ -48,7 +49,7 @@ pub extern "C" fn kcsi_set_log_callback(
     max_level: i32,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_set_log_callback", err_out, || {
+    guard!(err_out, || {
         if IN_CALLBACK.with(Cell::get) {
             return Err(Error::invalid(
                 "kcsi_set_log_callback was called from inside a log callback",

@@ -6,17 +6,21 @@
 // Exports are safe `extern "C"` fns by design: pointer validity is the C caller's contract.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-pub mod attacher;
-pub mod block;
-mod boundary;
+// The header follows this order, the lifecycle a host goes through.
 pub mod error;
-pub mod expand;
 pub mod host;
-pub mod log;
-pub mod mounter;
-pub mod queries;
-pub mod reconstruct;
 pub mod registration;
+pub mod queries;
+pub mod attacher;
+pub mod mounter;
+pub mod block;
+pub mod expand;
+pub mod reconstruct;
+pub mod log;
+pub mod dlopen;
+
+mod boundary;
+mod handle;
 
 use std::ffi::c_char;
 

@@ -1,41 +1,29 @@
 //! Mounter and unmounter handles (NodePublishVolume / NodeUnpublishVolume).
 
 use std::ffi::c_char;
-use std::sync::Weak;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
 use super::boundary::{
-    guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_string, write_value,
+    free_box, guard, guard_value, json_arg, opt_json_arg, out_arg, str_arg, write_string,
 };
 use super::error::kcsi_error;
-use super::host::{host_arg, kcsi_host, upgrade};
+use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
+use super::host::kcsi_host;
 use super::kcsi_result;
-use crate::error::{Error, Result};
-use crate::host::Host;
+use crate::error::Error;
 use crate::runtime;
 use crate::spec::VolumeSpec;
 use crate::volume::mounter::{Mounter, MounterArgs, Unmounter};
 
 /// One volume of one pod to publish. Free with `kcsi_mounter_free`.
-pub struct kcsi_mounter {
-    host: Weak<Host>,
-    mounter: Mounter,
-}
+pub struct kcsi_mounter(Arc<Child<Mounter>>);
+impl_handle!(kcsi_mounter, "mounter", Child<Mounter>);
 
 /// One published volume of one pod to tear down. Free with `kcsi_unmounter_free`.
-pub struct kcsi_unmounter {
-    host: Weak<Host>,
-    unmounter: Unmounter,
-}
-
-fn mounter_arg<'a>(m: *mut kcsi_mounter) -> Result<&'a kcsi_mounter> {
-    unsafe { m.as_ref() }.ok_or_else(|| Error::invalid("mounter is NULL"))
-}
-
-fn unmounter_arg<'a>(u: *mut kcsi_unmounter) -> Result<&'a kcsi_unmounter> {
-    unsafe { u.as_ref() }.ok_or_else(|| Error::invalid("unmounter is NULL"))
-}
+pub struct kcsi_unmounter(Arc<Child<Unmounter>>);
+impl_handle!(kcsi_unmounter, "unmounter", Child<Unmounter>);
 
 /// Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or
 /// `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does
@@ -50,19 +38,13 @@ pub extern "C" fn kcsi_mounter_new(
     out: *mut *mut kcsi_mounter,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_mounter_new", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
-        let mounter = Mounter::new(host, spec, pod)?;
-        write_value(
-            out,
-            Box::into_raw(Box::new(kcsi_mounter {
-                host: std::sync::Arc::downgrade(host),
-                mounter,
-            })),
-        );
+        let mounter = Mounter::new(&host, spec, pod)?;
+        write_handle(out, Child::new(&host, mounter));
         Ok(())
     })
 }
@@ -76,10 +58,10 @@ pub extern "C" fn kcsi_mounter_path(
     path_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_mounter_path", err_out, || {
-        let m = mounter_arg(m)?;
+    guard!(err_out, || {
+        let (_, m) = child_arg(m)?;
         out_arg(path_out, "path_out")?;
-        write_string(path_out, &m.mounter.path().to_string_lossy());
+        write_string(path_out, &m.value.path().to_string_lossy());
         Ok(())
     })
 }
@@ -90,21 +72,17 @@ pub extern "C" fn kcsi_mounter_path(
 /// unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not
 /// registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final
 /// (then the directory is removed unless something is mounted on it).
+/// Nullable: args_json.
 #[no_mangle]
 pub extern "C" fn kcsi_mounter_set_up(
     m: *mut kcsi_mounter,
     args_json: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_mounter_set_up", err_out, || {
-        let m = mounter_arg(m)?;
-        let args: MounterArgs = match opt_str_arg(args_json, "args_json")? {
-            None => MounterArgs::default(),
-            Some(text) => serde_json::from_str(text)
-                .map_err(|e| Error::invalid(format!("args_json is not valid: {e}")))?,
-        };
-        let host = upgrade(&m.host)?;
-        runtime::block_on(m.mounter.set_up(&host, &args))?
+    guard!(err_out, || {
+        let (host, m) = child_arg(m)?;
+        let args: MounterArgs = opt_json_arg(args_json, "args_json")?;
+        runtime::block_on(m.value.set_up(&host, &args))?
     })
 }
 
@@ -119,11 +97,10 @@ pub extern "C" fn kcsi_mounter_metrics(
     metrics_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_mounter_metrics", err_out, || {
-        let m = mounter_arg(m)?;
+    guard!(err_out, || {
+        let (host, m) = child_arg(m)?;
         out_arg(metrics_json_out, "metrics_json_out")?;
-        let host = upgrade(&m.host)?;
-        let metrics = runtime::block_on(m.mounter.metrics(&host))??;
+        let metrics = runtime::block_on(m.value.metrics(&host))??;
         let json = serde_json::to_string(&metrics)
             .map_err(|e| Error::internal(format!("cannot encode metrics: {e}")))?;
         write_string(metrics_json_out, &json);
@@ -134,11 +111,7 @@ pub extern "C" fn kcsi_mounter_metrics(
 /// Frees a mounter (the volume stays published). Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_mounter_free(m: *mut kcsi_mounter) {
-    guard_value((), || {
-        if !m.is_null() {
-            drop(unsafe { Box::from_raw(m) });
-        }
-    })
+    guard_value((), || free_box(m))
 }
 
 /// Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json`
@@ -153,19 +126,13 @@ pub extern "C" fn kcsi_unmounter_new(
     out: *mut *mut kcsi_unmounter,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_unmounter_new", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
         out_arg(out, "out")?;
-        let unmounter = Unmounter::new(host, spec_name, pod_uid)?;
-        write_value(
-            out,
-            Box::into_raw(Box::new(kcsi_unmounter {
-                host: std::sync::Arc::downgrade(host),
-                unmounter,
-            })),
-        );
+        let unmounter = Unmounter::new(&host, spec_name, pod_uid)?;
+        write_handle(out, Child::new(&host, unmounter));
         Ok(())
     })
 }
@@ -178,19 +145,14 @@ pub extern "C" fn kcsi_unmounter_tear_down(
     u: *mut kcsi_unmounter,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_unmounter_tear_down", err_out, || {
-        let u = unmounter_arg(u)?;
-        let host = upgrade(&u.host)?;
-        runtime::block_on(u.unmounter.tear_down(&host))?
+    guard!(err_out, || {
+        let (host, u) = child_arg(u)?;
+        runtime::block_on(u.value.tear_down(&host))?
     })
 }
 
 /// Frees an unmounter. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_unmounter_free(u: *mut kcsi_unmounter) {
-    guard_value((), || {
-        if !u.is_null() {
-            drop(unsafe { Box::from_raw(u) });
-        }
-    })
+    guard_value((), || free_box(u))
 }

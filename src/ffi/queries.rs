@@ -5,7 +5,8 @@ use std::ffi::c_char;
 
 use super::boundary::{guard, json_arg, out_arg, write_string, write_value};
 use super::error::kcsi_error;
-use super::host::{host_arg, kcsi_host};
+use super::handle::handle_arg;
+use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::spec::SpecHead;
 use crate::volume::plugin;
@@ -19,8 +20,8 @@ pub extern "C" fn kcsi_get_volume_name(
     name_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_get_volume_name", err_out, || {
-        host_arg(h)?;
+    guard!(err_out, || {
+        handle_arg(h)?;
         let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(name_out, "name_out")?;
         write_string(name_out, &plugin::volume_name(&spec)?);
@@ -36,8 +37,8 @@ pub extern "C" fn kcsi_can_support(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_can_support", err_out, || {
-        host_arg(h)?;
+    guard!(err_out, || {
+        handle_arg(h)?;
         let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
         write_value(out, plugin::can_support(&spec));
@@ -54,11 +55,11 @@ pub extern "C" fn kcsi_can_attach(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_can_attach", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
-        write_value(out, plugin::can_attach(host, &spec)?);
+        write_value(out, plugin::can_attach(&host, &spec)?);
         Ok(())
     })
 }
@@ -72,8 +73,8 @@ pub extern "C" fn kcsi_can_device_mount(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_can_device_mount", err_out, || {
-        host_arg(h)?;
+    guard!(err_out, || {
+        handle_arg(h)?;
         let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
         write_value(out, plugin::can_device_mount(&spec)?);
@@ -90,11 +91,11 @@ pub extern "C" fn kcsi_requires_remount(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_requires_remount", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let spec: SpecHead = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
-        write_value(out, plugin::requires_remount(host, &spec));
+        write_value(out, plugin::requires_remount(&host, &spec));
         Ok(())
     })
 }

@@ -1,12 +1,14 @@
-//! Reconstruction export: the spec of a volume found mounted after a restart.
+//! Reconstruction exports: the spec of a volume (filesystem or block) found on disk after a
+//! restart.
 
 use std::ffi::c_char;
 
 use super::boundary::{guard, out_arg, str_arg, write_string};
 use super::error::kcsi_error;
-use super::host::{host_arg, kcsi_host};
+use super::handle::handle_arg;
+use super::host::kcsi_host;
 use super::kcsi_result;
-use crate::volume::reconstruct;
+use crate::volume::{block, reconstruct};
 
 /// Rebuilds the spec of a mounted volume from `<mount_path>/vol_data.json`, `mount_path` being
 /// the per-volume dir `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>` (anything outside
@@ -23,13 +25,38 @@ pub extern "C" fn kcsi_construct_volume_spec(
     reconstructed_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_construct_volume_spec", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let volume_name = str_arg(volume_name, "volume_name")?;
         let mount_path = str_arg(mount_path, "mount_path")?;
         out_arg(reconstructed_json_out, "reconstructed_json_out")?;
-        let value = reconstruct::construct_volume_spec(host, volume_name, mount_path)?;
+        let value = reconstruct::construct_volume_spec(&host, volume_name, mount_path)?;
         write_string(reconstructed_json_out, &value.to_string());
+        Ok(())
+    })
+}
+
+/// Rebuilds a block volume's spec after a restart from its `data/vol_data.json`:
+/// `{"persistentVolume": <PV with name, csi.driver, csi.volumeHandle, volumeMode Block>,
+/// "readOnly": false}`. `pod_uid` and `map_path` are only logged. Caller frees
+/// `*spec_json_out` with `kcsi_string_free`.
+#[no_mangle]
+pub extern "C" fn kcsi_construct_block_volume_spec(
+    h: *mut kcsi_host,
+    pod_uid: *const c_char,
+    spec_name: *const c_char,
+    map_path: *const c_char,
+    spec_json_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
+        let pod_uid = str_arg(pod_uid, "pod_uid")?;
+        let spec_name = str_arg(spec_name, "spec_name")?;
+        let map_path = str_arg(map_path, "map_path")?;
+        out_arg(spec_json_out, "spec_json_out")?;
+        let spec = block::construct_block_volume_spec(&host, pod_uid, spec_name, map_path)?;
+        write_string(spec_json_out, &spec.to_string());
         Ok(())
     })
 }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::boundary::{guard, out_arg, str_arg, str_array, write_string};
 use super::error::kcsi_error;
-use super::host::{host_arg, kcsi_host};
+use super::handle::handle_arg;
+use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::csi::registration;
 use crate::runtime;
@@ -21,12 +22,12 @@ pub extern "C" fn kcsi_validate_plugin(
     versions_len: usize,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_validate_plugin", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let name = str_arg(name, "name")?;
         let endpoint = str_arg(endpoint, "endpoint")?;
         let versions = str_array(versions, versions_len, "versions")?;
-        registration::validate(host, name, endpoint, &versions)
+        registration::validate(&host, name, endpoint, &versions)
     })
 }
 
@@ -44,14 +45,14 @@ pub extern "C" fn kcsi_register_plugin(
     timeout_ms: i64,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_register_plugin", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let name = str_arg(name, "name")?;
         let endpoint = str_arg(endpoint, "endpoint")?;
         let versions = str_array(versions, versions_len, "versions")?;
         let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64));
         runtime::block_on(registration::register(
-            host, name, endpoint, &versions, timeout,
+            &host, name, endpoint, &versions, timeout,
         ))?
         .map(drop)
     })
@@ -66,10 +67,10 @@ pub extern "C" fn kcsi_deregister_plugin(
     name: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_deregister_plugin", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         let name = str_arg(name, "name")?;
-        runtime::block_on(registration::deregister(host, name))?
+        runtime::block_on(registration::deregister(&host, name))?
     })
 }
 
@@ -82,8 +83,8 @@ pub extern "C" fn kcsi_list_drivers(
     drivers_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard("kcsi_list_drivers", err_out, || {
-        let host = host_arg(h)?;
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
         out_arg(drivers_json_out, "drivers_json_out")?;
         write_string(drivers_json_out, &host.drivers_json().to_string());
         Ok(())

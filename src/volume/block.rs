@@ -308,7 +308,12 @@ impl BlockUnmapper {
 
     /// `TearDownDevice`: NodeUnstageVolume when the staging path exists, then removal of the
     /// volume's leftover files (errors there are only logged, as upstream).
-    pub async fn tear_down_device(&self, host: &Host) -> Result<()> {
+    /// `map_path` and `device` are only logged, as upstream only logs them.
+    pub async fn tear_down_device(&self, host: &Host, map_path: &str, device: &str) -> Result<()> {
+        tracing::debug!(
+            "{}",
+            csi_log!("blockMapper.TearDownDevice [mapPath={map_path}, devicePath={device}]")
+        );
         let op = self.operation(host, "TearDownDevice")?;
         let staging = &self.paths.staging_path;
         match fs::symlink_metadata(staging) {

@@ -1,4 +1,4 @@
-//! Building the CSI `VolumeCapability` the kubelet sends (upstream §2.4): block or mount access,
+//! Building the CSI `VolumeCapability` the kubelet sends (upstream `pkg/volume/csi/csi_client.go` NodeStageVolume / NodePublishVolume): block or mount access,
 //! and the Kubernetes access mode mapped by whether the driver has SINGLE_NODE_MULTI_WRITER.
 
 use crate::csi::csi_client::NodeCapabilities;

@@ -94,7 +94,7 @@ impl Mounter {
         &self.path
     }
 
-    /// Upstream `SetUpAt`, step for step, with its error classes: see the reference §1.6.
+    /// Upstream `pkg/volume/csi/csi_mounter.go SetUpAt`, step for step, with its error classes.
     pub async fn set_up(&self, host: &Host, args: &MounterArgs) -> Result<()> {
         let op = Operation::start(
             host,

@@ -1,19 +1,28 @@
-//! Test harness: starts real peer programs (built by scripts/peers/build.sh) and stops them.
-#![allow(dead_code)]
+//! The one test harness of kcsi's Rust suites (and benches): real peer processes
+//! ([`driver`]), the C API as owned handles ([`capi`]), and a real kube-apiserver with its
+//! admin helpers ([`apiserver`]). Everything here cleans up after itself, also after a failure.
+#![allow(dead_code, unused_imports)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
+pub mod apiserver;
+pub mod capi;
+pub mod driver;
 pub mod plugin_peers;
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub use driver::{block_capability, mount_capability, DriverProcess};
+
+/// The driver name the hostpath driver (and the fault driver) serve in these tests.
 pub const DRIVER: &str = "hostpath.csi.k8s.io";
 
-fn repo() -> PathBuf {
+pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Path of a built peer binary; panics with the build command when it is missing.
+/// Path of a built peer binary (scripts/peers/path.sh); panics with the build command when
+/// it is missing.
 pub fn peer_binary(name: &str) -> PathBuf {
     let out = Command::new("bash")
         .arg(repo().join("scripts/peers/path.sh"))
@@ -36,243 +45,89 @@ pub fn short_tempdir(prefix: &str) -> tempfile::TempDir {
         .expect("tempdir")
 }
 
+/// Polls `ready` every 20 ms until it holds; panics naming `what` after `timeout`.
 pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ready() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-/// A running CSI driver process on its own socket and state dir.
-pub struct DriverProcess {
-    pub dir: tempfile::TempDir,
-    pub socket: PathBuf,
-    pub name: String,
-    child: Option<Child>,
-    program: PathBuf,
-    args: Vec<String>,
+/// A standalone kcsi host config rooted at `root`.
+pub fn host_config(root: &Path, node: &str) -> String {
+    serde_json::json!({"nodeName": node, "rootDir": root}).to_string()
 }
 
-impl DriverProcess {
-    /// The stand-in hostpath driver (real mounts), see scripts/peers/standin-hostpath.
-    pub fn hostpath(node_id: &str, extra: &[&str]) -> DriverProcess {
-        let dir = short_tempdir("kcsi-drv");
-        let socket = dir.path().join("csi.sock");
-        let state = dir.path().join("state");
-        let mut args = vec![
-            format!("--endpoint=unix://{}", socket.display()),
-            format!("--nodeid={node_id}"),
-            format!("--statedir={}", state.display()),
-            format!("--drivername={DRIVER}"),
-            "-v=5".to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        Self::spawn(peer_binary("standin"), args, dir, socket, DRIVER)
-    }
-
-    /// Kubernetes' e2e mock CSI driver (no mounts; node id = driver name).
-    pub fn mock(name: &str, extra: &[&str]) -> DriverProcess {
-        let dir = short_tempdir("kcsi-mock");
-        let socket = dir.path().join("csi.sock");
-        let mut args = vec![
-            format!("--endpoint=unix://{}", socket.display()),
-            format!("--drivername={name}"),
-            "-v=3".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        Self::spawn(peer_binary("mockdriver"), args, dir, socket, name)
-    }
-
-    fn spawn(
-        program: PathBuf,
-        args: Vec<String>,
-        dir: tempfile::TempDir,
-        socket: PathBuf,
-        name: &str,
-    ) -> DriverProcess {
-        let mut p = DriverProcess {
-            dir,
-            socket,
-            name: name.to_string(),
-            child: None,
-            program,
-            args,
-        };
-        p.start();
-        p
-    }
-
-    pub fn endpoint(&self) -> String {
-        self.socket.display().to_string()
-    }
-
-    pub fn log_path(&self) -> PathBuf {
-        self.dir.path().join("driver.log")
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.log_path()).unwrap_or_default()
-    }
-
-    /// (Re)starts the process on the same socket and state.
-    pub fn start(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .unwrap();
-        let child = Command::new(&self.program)
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", self.program.display()));
-        self.child = Some(child);
-        let socket = self.socket.clone();
-        // Ready when a connect succeeds: the socket file appears at bind(), before listen().
-        wait_for("driver socket", Duration::from_secs(20), || {
-            std::os::unix::net::UnixStream::connect(&socket).is_ok()
-        });
-    }
-
-    /// SIGKILL, as a crashing driver.
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_file(&self.socket);
-    }
-
-    pub fn restart(&mut self) {
-        self.kill();
-        self.start();
-    }
-}
-
-impl Drop for DriverProcess {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        unmount_below(self.dir.path());
-    }
+/// Mount points at or below `dir`.
+pub fn mounts_below(dir: &Path) -> Vec<String> {
+    let prefix = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|t| t == &prefix || t.starts_with(&format!("{prefix}/")))
+        .collect()
 }
 
 /// Unmounts everything mounted at or below `dir`, deepest first, so no test leaves a mount.
 pub fn unmount_below(dir: &Path) {
-    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let prefix = dir.display().to_string();
-    let mut targets: Vec<String> = mounts
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|t| t == &prefix || t.starts_with(&format!("{prefix}/")))
-        .collect();
+    let mut targets = mounts_below(dir);
     targets.sort_by_key(|t| std::cmp::Reverse(t.len()));
     for t in targets {
         let _ = Command::new("umount").arg("-l").arg(&t).status();
     }
 }
 
-/// A standalone kcsi host rooted in its own temp dir.
-pub fn host_config(root: &Path, node: &str) -> String {
-    serde_json::json!({"nodeName": node, "rootDir": root}).to_string()
+/// Loop devices backed by `file` (`losetup -j`).
+pub fn loop_devices(file: &Path) -> Vec<String> {
+    let out = Command::new("losetup")
+        .arg("-j")
+        .arg(file)
+        .output()
+        .expect("losetup -j");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split(':').next().map(str::to_string))
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
-/// A real kube-apiserver on etcd (scripts/peers/apiserver.sh), one per test binary: started on
-/// first use, stopped when the test process exits. Tests sharing it use unique node names.
-pub struct ApiServer {
-    pub dir: PathBuf,
-    pub kubeconfig: PathBuf,
-}
-
-static API_SERVER: std::sync::OnceLock<ApiServer> = std::sync::OnceLock::new();
-
-extern "C" fn stop_api_server_at_exit() {
-    if let Some(api) = API_SERVER.get() {
-        let _ = api.script("stop");
-        let _ = std::fs::remove_dir_all(&api.dir);
+/// Detaches every loop device backed by a file directly in `dir`.
+pub fn detach_loops_below(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            for dev in loop_devices(&e.path()) {
+                let _ = Command::new("losetup").arg("-d").arg(dev).status();
+            }
+        }
     }
 }
 
-impl ApiServer {
-    pub fn shared() -> &'static ApiServer {
-        API_SERVER.get_or_init(|| {
-            let dir = short_tempdir("kcsi-api").keep();
-            let api = ApiServer {
-                kubeconfig: dir.join("kubeconfig"),
-                dir,
-            };
-            // libtest ends with exit(), which runs atexit handlers, also after failed tests.
-            unsafe { libc::atexit(stop_api_server_at_exit) };
-            // A watchdog stops it too if this process dies without running atexit (SIGKILL).
-            let watchdog = format!(
-                "while kill -0 {pid} 2>/dev/null; do sleep 1; done; bash {script} stop {dir} >/dev/null 2>&1; rm -rf {dir}",
-                pid = std::process::id(),
-                script = repo().join("scripts/peers/apiserver.sh").display(),
-                dir = api.dir.display()
-            );
-            // Started in the background by a shell that exits at once, so it is not our child.
-            Command::new("bash")
-                .args(["-c", &format!("setsid bash -c '{watchdog}' </dev/null >/dev/null 2>&1 &")])
-                .status()
-                .expect("start the API server watchdog");
-            let out = api.script("start");
-            assert!(
-                out.status.success(),
-                "apiserver.sh start failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            api
-        })
-    }
+/// Waits until no loop device is backed by `file`: `losetup -d` of a device something still
+/// has open (udev probing it, say) only marks it for auto-clear, so detaching may finish late.
+pub fn wait_loop_detached(file: &Path) {
+    wait_for("loop device detach", Duration::from_secs(10), || {
+        loop_devices(file).is_empty()
+    });
+}
 
-    fn script(&self, cmd: &str) -> std::process::Output {
-        Command::new("bash")
-            .arg(repo().join("scripts/peers/apiserver.sh"))
-            .arg(cmd)
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/peers/apiserver.sh")
-    }
+/// The names of the drivers registered with `host` (kcsi_list_drivers' order).
+pub fn driver_names(host: &kcsi::host::Host) -> Vec<String> {
+    host.drivers_json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect()
+}
 
-    /// Stops only kube-apiserver (etcd and the port stay), as an outage.
-    pub fn stop_apiserver(&self) {
-        let out = self.script("stop-apiserver");
-        assert!(
-            out.status.success(),
-            "stop-apiserver: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    pub fn start_apiserver(&self) {
-        let out = self.script("start-apiserver");
-        assert!(
-            out.status.success(),
-            "start-apiserver: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// A kcsi host config for `node` using this API server.
-    pub fn host_config(&self, root: &Path, node: &str) -> String {
-        serde_json::json!({"nodeName": node, "rootDir": root, "kubeconfig": self.kubeconfig})
-            .to_string()
+/// `into` gains `from`'s top-level keys (both JSON objects).
+pub fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    if let (Some(into), serde_json::Value::Object(from)) = (into.as_object_mut(), from) {
+        into.extend(from);
     }
 }

@@ -1,6 +1,6 @@
-"""Fixtures for kcsi's Python tests: the kcsi package over libkcsi.so, real CSI driver processes
-(Kubernetes' e2e mock driver and the stand-in hostpath driver) in short /tmp dirs, and the one
-allowed fake, `silent_socket`. Teardown never leaves a process, socket dir or mount behind."""
+"""Fixtures for kcsi's Python tests: the kcsi package over libkcsi.so, the real
+csi-driver-host-path (hostpathplugin) as driver process in short /tmp dirs, and the one allowed
+fake, `silent_socket`. Teardown never leaves a process, socket dir or mount behind."""
 import os
 import shutil
 import signal
@@ -18,7 +18,6 @@ sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
 
 import kcsi  # noqa: E402
 
-MOCK_DRIVER = "mock.csi.k8s.io"
 HOSTPATH_DRIVER = "hostpath.csi.k8s.io"
 
 
@@ -129,39 +128,20 @@ class DriverProcess:
 
 
 @pytest.fixture
-def mock_driver():
-    """Factory: mock_driver(name=MOCK_DRIVER, extra=[...]) starts Kubernetes' e2e mock CSI
-    driver (node id = driver name; flags --enable-topology, --attach-limit=N)."""
-    program = peer_binary("mockdriver")
-    started = []
-
-    def start(name=MOCK_DRIVER, extra=()):
-        d = DriverProcess(
-            program,
-            lambda d: [f"--endpoint=unix://{d.socket}", f"--drivername={name}", "-v=3", *extra],
-            name, "kcsi-pm")
-        started.append(d)
-        return d
-
-    yield start
-    for d in started:
-        d.stop()
-
-
-@pytest.fixture
 def hostpath_driver():
-    """Factory: hostpath_driver(node_id, extra=[...]) starts the stand-in hostpath driver (real
-    mounts below its state dir)."""
-    program = peer_binary("standin")
+    """Factory: hostpath_driver(node_id="node-1", name=HOSTPATH_DRIVER, extra=[...]) starts
+    the real csi-driver-host-path (real mounts below its state dir; flags such as
+    --maxvolumespernode=N, --enable-topology=false)."""
+    program = peer_binary("hostpath")
     started = []
 
-    def start(node_id="node-1", extra=()):
+    def start(node_id="node-1", name=HOSTPATH_DRIVER, extra=()):
         d = DriverProcess(
             program,
             lambda d: [f"--endpoint=unix://{d.socket}", f"--nodeid={node_id}",
                        f"--statedir={os.path.join(d.dir, 'state')}",
-                       f"--drivername={HOSTPATH_DRIVER}", "-v=5", *extra],
-            HOSTPATH_DRIVER, "kcsi-ph")
+                       f"--drivername={name}", "-v=5", *extra],
+            name, "kcsi-ph")
         started.append(d)
         return d
 

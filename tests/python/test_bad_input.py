@@ -12,7 +12,7 @@ import pytest
 
 import kcsi
 from kcsi import _signatures as sig
-from conftest import (DriverProcess, MOCK_DRIVER, peer_binary, pod, pv_spec, short_tempdir,
+from conftest import (DriverProcess, HOSTPATH_DRIVER, peer_binary, pod, pv_spec, short_tempdir,
                       unmount_below)
 
 INVALID = kcsi.KCSI_ERR_INVALID_ARGUMENT
@@ -81,12 +81,13 @@ class World:
 
     def __init__(self):
         self.driver = DriverProcess(
-            peer_binary("mockdriver"),
-            lambda d: [f"--endpoint=unix://{d.socket}", f"--drivername={MOCK_DRIVER}", "-v=3"],
-            MOCK_DRIVER, "kcsi-pw")
+            peer_binary("hostpath"),
+            lambda d: [f"--endpoint=unix://{d.socket}", "--nodeid=node-sweep",
+                       f"--statedir={os.path.join(d.dir, 'state')}", f"--drivername={HOSTPATH_DRIVER}"],
+            HOSTPATH_DRIVER, "kcsi-pw")
         self.root = short_tempdir("kcsi-pw")
         self.host = kcsi.Host({"nodeName": "node-sweep", "rootDir": self.root})
-        self.host.register_plugin(MOCK_DRIVER, self.driver.endpoint, ["1.0.0"], 10_000)
+        self.host.register_plugin(HOSTPATH_DRIVER, self.driver.endpoint, ["1.0.0"], 10_000)
         self.handles = {"kcsi_host": self.host}
         self.keep = []
 
@@ -101,7 +102,7 @@ class World:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def string(self, fname, name):
-        spec = pv_spec(MOCK_DRIVER, handle="vol-sweep", name=SPEC_NAME)
+        spec = pv_spec(HOSTPATH_DRIVER, handle="vol-sweep", name=SPEC_NAME)
         pod_dir = os.path.join(self.root, "pods", POD_UID, "volumes", "kubernetes.io~csi", SPEC_NAME)
         values = {
             "config_json": {"nodeName": "node-x", "rootDir": self.root},
@@ -110,14 +111,14 @@ class World:
             "args_json": {},
             "options_json": {"spec": spec, "devicePath": "/dev/null", "deviceMountPath": pod_dir,
                              "deviceStagePath": pod_dir, "newSize": "2Gi", "oldSize": "1Gi"},
-            "name": MOCK_DRIVER,
+            "name": HOSTPATH_DRIVER,
             "endpoint": self.driver.endpoint,
-            "volume_name": f"{MOCK_DRIVER}^vol-sweep",
+            "volume_name": f"{HOSTPATH_DRIVER}^vol-sweep",
             "mount_path": pod_dir,
             "spec_name": SPEC_NAME,
             "pod_uid": POD_UID,
             "map_path": os.path.join(self.root, "plugins", "kubernetes.io", "csi", "volumeDevices", SPEC_NAME, "dev"),
-            "device_mount_path": os.path.join(self.root, "plugins", "kubernetes.io", "csi", MOCK_DRIVER, "x", "globalmount"),
+            "device_mount_path": os.path.join(self.root, "plugins", "kubernetes.io", "csi", HOSTPATH_DRIVER, "x", "globalmount"),
             "global_map_path": os.path.join(self.root, "gmp"),
             "device_path": "/dev/null",
         }
@@ -300,9 +301,9 @@ def test_register_rejects_relative_and_overlong_endpoints(host):
 @pytest.mark.parametrize("name", ["..", ".", "", "a\tb"])
 def test_unsafe_spec_names_are_invalid_argument(host, name):
     calls = {
-        "mounter_new": lambda: host.mounter_new(pv_spec(MOCK_DRIVER, name=name), pod()),
+        "mounter_new": lambda: host.mounter_new(pv_spec(HOSTPATH_DRIVER, name=name), pod()),
         "unmounter_new": lambda: host.unmounter_new(name, POD_UID),
-        "block_mapper_new": lambda: host.block_mapper_new(pv_spec(MOCK_DRIVER, name=name), pod()),
+        "block_mapper_new": lambda: host.block_mapper_new(pv_spec(HOSTPATH_DRIVER, name=name), pod()),
         "block_unmapper_new": lambda: host.block_unmapper_new(name, POD_UID),
         "construct_block_volume_spec": lambda: host.construct_block_volume_spec(POD_UID, name, "/x"),
     }
@@ -314,7 +315,7 @@ def test_unsafe_spec_names_are_invalid_argument(host, name):
 
 def test_spec_name_with_slash_is_escaped_inside_the_pod_dir(host):
     # As upstream (EscapeQualifiedName): "/" becomes "~", so no name leaves the pod's dir.
-    with host.mounter_new(pv_spec(MOCK_DRIVER, name="../../../../tmp/x"), pod()) as m:
+    with host.mounter_new(pv_spec(HOSTPATH_DRIVER, name="../../../../tmp/x"), pod()) as m:
         path = m.path()
     assert path.startswith(os.path.join(host.root, "pods", ""))
     assert os.path.basename(os.path.dirname(path)) == "..~..~..~..~tmp~x"
@@ -323,6 +324,6 @@ def test_spec_name_with_slash_is_escaped_inside_the_pod_dir(host):
 @pytest.mark.parametrize("uid", ["..", "../../etc", "", "a/b"])
 def test_unsafe_pod_uids_are_invalid_argument(host, uid):
     with pytest.raises(kcsi.InvalidArgument):
-        host.mounter_new(pv_spec(MOCK_DRIVER), pod(uid=uid))
+        host.mounter_new(pv_spec(HOSTPATH_DRIVER), pod(uid=uid))
     with pytest.raises(kcsi.InvalidArgument):
         host.unmounter_new("pv-1", uid)

@@ -1,4 +1,4 @@
-"""A host's view of one volume's life, through libkcsi.so against the stand-in hostpath driver
+"""A host's view of one volume's life, through libkcsi.so against the real csi-driver-host-path
 (real bind mounts): register, publish an ephemeral inline volume, read its metrics, tear it
 down with an unmounter made from vol_data.json alone."""
 import os

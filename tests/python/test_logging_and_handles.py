@@ -4,7 +4,7 @@ import threading
 import pytest
 
 import kcsi
-from conftest import MOCK_DRIVER, pod, pv_spec
+from conftest import HOSTPATH_DRIVER, pod, pv_spec
 
 
 @pytest.fixture
@@ -40,8 +40,8 @@ def test_log_callback_respects_max_level(host):
     assert not any(lvl >= 2 for lvl in records)
 
 
-def test_blocking_call_inside_log_callback_is_invalid_argument_not_deadlock(host, mock_driver):
-    d = mock_driver()
+def test_blocking_call_inside_log_callback_is_invalid_argument_not_deadlock(host, hostpath_driver):
+    d = hostpath_driver()
     inner = []
 
     def sink(level, target, message):
@@ -80,7 +80,7 @@ def test_blocking_call_inside_log_callback_is_invalid_argument_not_deadlock(host
     assert len(inner) == 2, inner
     assert isinstance(inner[0], kcsi.InvalidArgument), inner
     assert isinstance(inner[1], kcsi.InvalidArgument), inner
-    assert [x["name"] for x in host.list_drivers()] == [MOCK_DRIVER]
+    assert [x["name"] for x in host.list_drivers()] == [HOSTPATH_DRIVER]
 
 
 def test_log_callback_exception_does_not_break_calls(host):
@@ -97,7 +97,7 @@ def test_log_callback_exception_does_not_break_calls(host):
 # ------------------------------------------------------------------------- lifecycle handles
 
 def test_mounter_is_a_context_manager_with_idempotent_close(host):
-    with host.mounter_new(pv_spec(MOCK_DRIVER), pod()) as m:
+    with host.mounter_new(pv_spec(HOSTPATH_DRIVER), pod()) as m:
         assert isinstance(m, kcsi.Mounter)
         path = m.path()
         assert path.startswith(host.root) and path.endswith("/mount")
@@ -109,7 +109,7 @@ def test_mounter_is_a_context_manager_with_idempotent_close(host):
 
 def test_mounter_after_host_closed_is_failed_precondition(make_host):
     h = make_host()
-    m = h.mounter_new(pv_spec(MOCK_DRIVER), pod())
+    m = h.mounter_new(pv_spec(HOSTPATH_DRIVER), pod())
     h.close()
     with pytest.raises(kcsi.FailedPrecondition):
         m.set_up(None)
@@ -122,13 +122,13 @@ def test_attacher_after_host_closed_is_failed_precondition(make_host):
     assert isinstance(a, kcsi.Attacher)
     h.close()
     with pytest.raises(kcsi.FailedPrecondition):
-        a.device_mount_path(pv_spec(MOCK_DRIVER))
+        a.device_mount_path(pv_spec(HOSTPATH_DRIVER))
     a.close()
 
 
 def test_block_mapper_after_host_closed_is_failed_precondition(make_host):
     h = make_host()
-    m = h.block_mapper_new(pv_spec(MOCK_DRIVER, volume_mode="Block"), pod())
+    m = h.block_mapper_new(pv_spec(HOSTPATH_DRIVER, volume_mode="Block"), pod())
     assert isinstance(m, kcsi.BlockMapper)
     h.close()
     with pytest.raises(kcsi.FailedPrecondition):
@@ -147,7 +147,7 @@ def test_block_unmapper_after_host_closed_is_failed_precondition(make_host):
     h = make_host()
     p = pod()
     # The mapper writes the volume's data/vol_data.json, which the unmapper loads.
-    h.block_mapper_new(pv_spec(MOCK_DRIVER, volume_mode="Block", name="pv-b"), p).close()
+    h.block_mapper_new(pv_spec(HOSTPATH_DRIVER, volume_mode="Block", name="pv-b"), p).close()
     u = h.block_unmapper_new("pv-b", p["metadata"]["uid"])
     assert isinstance(u, kcsi.BlockUnmapper)
     h.close()
@@ -167,7 +167,7 @@ def test_unmounter_after_host_closed_is_failed_precondition(make_host):
     os.makedirs(os.path.join(vol_dir, "mount"))
     # What a kubelet finds after a restart: only the vol_data.json SetUp wrote.
     with open(os.path.join(vol_dir, "vol_data.json"), "w") as f:
-        json.dump({"specVolID": "pv-u", "volumeHandle": "h", "driverName": MOCK_DRIVER,
+        json.dump({"specVolID": "pv-u", "volumeHandle": "h", "driverName": HOSTPATH_DRIVER,
                    "nodeName": "node-1", "volumeLifecycleMode": "Persistent",
                    "attachmentID": "csi-0000"}, f)
     u = h.unmounter_new("pv-u", uid)

@@ -84,3 +84,18 @@ def test_embedded_nul_is_refused_before_reaching_c(host):
     # C would see only "a"; the package refuses instead of registering the wrong name.
     with pytest.raises(ValueError):
         host.validate_plugin("a\0b.example.com", "/tmp/x.sock", ["1.0.0"])
+
+
+def test_methods_show_their_c_parameters():
+    import inspect
+    assert list(inspect.signature(kcsi.Host.mounter_new).parameters) == ["self", "spec_json", "pod_json"]
+    set_up = inspect.signature(kcsi.Mounter.set_up).parameters
+    assert set_up["args_json"].default is None  # the header marks it Nullable
+    assert "NodePublishVolume" in kcsi.Mounter.set_up.__doc__
+
+
+def test_nullable_parameters_come_from_the_header_not_prose():
+    assert kcsi.NULLABLE["kcsi_mounter_set_up"] == ("args_json",)
+    assert kcsi.nullable("kcsi_block_unmapper_tear_down_device", "device_path")
+    assert not kcsi.nullable("kcsi_mounter_new", "pod_json")
+    assert kcsi.nullable("kcsi_mounter_new", "err_out")

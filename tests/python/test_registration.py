@@ -7,22 +7,22 @@ import time
 import pytest
 
 import kcsi
-from conftest import MOCK_DRIVER
+from conftest import HOSTPATH_DRIVER
 
 
 def names(host):
     return [d["name"] for d in host.list_drivers()]
 
 
-def test_register_list_deregister_mock_driver(host, mock_driver):
-    d = mock_driver()
+def test_register_list_deregister_hostpath_driver(host, hostpath_driver):
+    d = hostpath_driver()
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
     [entry] = host.list_drivers()
-    assert entry["name"] == MOCK_DRIVER
+    assert entry["name"] == HOSTPATH_DRIVER
     assert entry["endpoint"] == d.endpoint
     assert entry["highestSupportedVersion"] == "1.0.0"
-    # The mock driver's node id is its name (NodeGetInfo answered over the socket).
-    assert entry["nodeId"] == MOCK_DRIVER
+    # The node id the driver answered NodeGetInfo with over the socket.
+    assert entry["nodeId"] == "node-1"
     assert {"maxVolumesPerNode", "topology"} <= entry.keys()
     assert host.status()["drivers"] == host.list_drivers()
     assert "NodeGetInfo" in d.log()
@@ -30,25 +30,18 @@ def test_register_list_deregister_mock_driver(host, mock_driver):
     assert host.list_drivers() == []
 
 
-def test_register_reports_attach_limit_and_topology(host, mock_driver):
-    d = mock_driver(extra=["--enable-topology", "--attach-limit=7"])
+def test_register_reports_attach_limit_and_topology(host, hostpath_driver):
+    d = hostpath_driver(extra=["--maxvolumespernode=7"])
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
     [entry] = host.list_drivers()
     assert entry["maxVolumesPerNode"] == 7
     assert entry["topology"] and all(isinstance(v, str) for v in entry["topology"].values())
 
 
-def test_register_accepts_unix_scheme_endpoint(host, mock_driver):
-    d = mock_driver()
+def test_register_accepts_unix_scheme_endpoint(host, hostpath_driver):
+    d = hostpath_driver()
     host.register_plugin(d.name, "unix://" + d.endpoint, ["1.0.0"], 10_000)
-    assert names(host) == [MOCK_DRIVER]
-
-
-def test_register_hostpath_standin_driver(host, hostpath_driver):
-    d = hostpath_driver(node_id="node-1")
-    host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
-    [entry] = host.list_drivers()
-    assert entry["name"] == "hostpath.csi.k8s.io" and entry["nodeId"] == "node-1"
+    assert names(host) == [HOSTPATH_DRIVER]
 
 
 def test_deregister_unknown_driver_is_not_found(host):
@@ -56,7 +49,7 @@ def test_deregister_unknown_driver_is_not_found(host):
         host.deregister_plugin("nobody.example.com")
 
 
-# Upstream TestValidatePlugin (k8s-csi-behaviour.md §3.3) plus ParseGeneric edge cases.
+# Upstream TestValidatePlugin (pkg/volume/csi/csi_plugin_test.go) plus ParseGeneric edge cases.
 VALID_VERSIONS = [
     (["v1.0.0"], "1.0.0"),
     (["0.2.0", "v1.0.0"], "1.0.0"),
@@ -101,8 +94,8 @@ def test_validate_rejects_empty_versions_with_upstream_message(host):
     assert "Plugin returned an empty list for supported versions" in e.value.message
 
 
-def test_register_rejects_0x_only_driver(host, mock_driver):
-    d = mock_driver()
+def test_register_rejects_0x_only_driver(host, hostpath_driver):
+    d = hostpath_driver()
     with pytest.raises(kcsi.UnsupportedVersion) as e:
         host.register_plugin(d.name, d.endpoint, ["0.3.0"], 10_000)
     assert "must be v1.x" in e.value.message
@@ -110,16 +103,16 @@ def test_register_rejects_0x_only_driver(host, mock_driver):
 
 
 @pytest.mark.parametrize("versions", [["v1.2.3", "boo", "v0.3.0", "2.0.1"], ["0.2.0", "v1.0.0"]])
-def test_register_records_highest_1x_version(host, mock_driver, versions):
-    d = mock_driver()
+def test_register_records_highest_1x_version(host, hostpath_driver, versions):
+    d = hostpath_driver()
     host.register_plugin(d.name, d.endpoint, versions, 10_000)
     [entry] = host.list_drivers()
     assert entry["highestSupportedVersion"] in ("1.2.3", "1.0.0")
     assert entry["highestSupportedVersion"] == ("1.2.3" if "v1.2.3" in versions else "1.0.0")
 
 
-def test_register_same_version_twice_is_already_exists(host, mock_driver):
-    d = mock_driver()
+def test_register_same_version_twice_is_already_exists(host, hostpath_driver):
+    d = hostpath_driver()
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
     with pytest.raises(kcsi.AlreadyExists) as e:
         host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
@@ -127,33 +120,33 @@ def test_register_same_version_twice_is_already_exists(host, mock_driver):
     with pytest.raises(kcsi.AlreadyExists):
         host.validate_plugin(d.name, d.endpoint, ["1.0.0"])
     # The first registration is untouched.
-    assert names(host) == [MOCK_DRIVER]
+    assert names(host) == [HOSTPATH_DRIVER]
 
 
-def test_register_lower_version_is_already_exists(host, mock_driver):
-    d = mock_driver()
+def test_register_lower_version_is_already_exists(host, hostpath_driver):
+    d = hostpath_driver()
     host.register_plugin(d.name, d.endpoint, ["1.2.0"], 10_000)
     with pytest.raises(kcsi.AlreadyExists):
         host.register_plugin(d.name, d.endpoint, ["1.1.0"], 10_000)
     assert host.list_drivers()[0]["highestSupportedVersion"] == "1.2.0"
 
 
-def test_register_higher_version_replaces_driver(host, mock_driver):
-    old = mock_driver()
-    new = mock_driver()
-    host.register_plugin(MOCK_DRIVER, old.endpoint, ["1.0.0"], 10_000)
-    host.validate_plugin(MOCK_DRIVER, new.endpoint, ["1.1.0"])
-    host.register_plugin(MOCK_DRIVER, new.endpoint, ["1.1.0"], 10_000)
+def test_register_higher_version_replaces_driver(host, hostpath_driver):
+    old = hostpath_driver()
+    new = hostpath_driver()
+    host.register_plugin(HOSTPATH_DRIVER, old.endpoint, ["1.0.0"], 10_000)
+    host.validate_plugin(HOSTPATH_DRIVER, new.endpoint, ["1.1.0"])
+    host.register_plugin(HOSTPATH_DRIVER, new.endpoint, ["1.1.0"], 10_000)
     [entry] = host.list_drivers()
     assert entry["endpoint"] == new.endpoint and entry["highestSupportedVersion"] == "1.1.0"
 
 
-def test_reregister_after_deregister_succeeds(host, mock_driver):
-    d = mock_driver()
+def test_reregister_after_deregister_succeeds(host, hostpath_driver):
+    d = hostpath_driver()
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
     host.deregister_plugin(d.name)
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
-    assert names(host) == [MOCK_DRIVER]
+    assert names(host) == [HOSTPATH_DRIVER]
 
 
 def test_register_missing_socket_is_unavailable_and_rolled_back(host):
@@ -167,8 +160,8 @@ def test_register_missing_socket_is_unavailable_and_rolled_back(host):
     host.validate_plugin("gone.example.com", "/tmp/kcsi-no-such-dir/csi.sock", ["1.0.0"])  # no leftover
 
 
-def test_register_crashed_driver_stale_socket_is_unavailable(host, mock_driver):
-    d = mock_driver()
+def test_register_crashed_driver_stale_socket_is_unavailable(host, hostpath_driver):
+    d = hostpath_driver()
     d.proc.kill()  # SIGKILL: the socket file stays, nobody listens
     d.proc.wait()
     d.proc = None
@@ -179,14 +172,14 @@ def test_register_crashed_driver_stale_socket_is_unavailable(host, mock_driver):
     assert host.list_drivers() == []
 
 
-def test_register_after_driver_restart_on_same_socket(host, mock_driver):
-    d = mock_driver()
+def test_register_after_driver_restart_on_same_socket(host, hostpath_driver):
+    d = hostpath_driver()
     d.kill()
     with pytest.raises(kcsi.Unavailable):
         host.register_plugin(d.name, d.endpoint, ["1.0.0"], 5_000)
     d.start()
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
-    assert names(host) == [MOCK_DRIVER]
+    assert names(host) == [HOSTPATH_DRIVER]
 
 
 @pytest.mark.parametrize("mode", ["no-accept", "no-http2"])
@@ -211,8 +204,9 @@ def test_register_silent_socket_uses_host_timeout_when_timeout_is_zero(make_host
     assert 0.7 <= time.monotonic() - t0 < 3.0
 
 
-def test_register_16_drivers_concurrently(host, mock_driver):
-    drivers = [mock_driver(name=f"d{i:02}.csi.example.com") for i in range(16)]
+def test_register_16_drivers_concurrently(host, hostpath_driver):
+    drivers = [hostpath_driver(node_id=f"d{i:02}.csi.example.com", name=f"d{i:02}.csi.example.com")
+               for i in range(16)]
     errors = []
     barrier = threading.Barrier(len(drivers))
 
@@ -234,8 +228,8 @@ def test_register_16_drivers_concurrently(host, mock_driver):
     assert all(d["nodeId"] == d["name"] for d in listed)
 
 
-def test_16_concurrent_registrations_of_one_name_admit_exactly_one(host, mock_driver):
-    d = mock_driver()
+def test_16_concurrent_registrations_of_one_name_admit_exactly_one(host, hostpath_driver):
+    d = hostpath_driver()
     results = []
     barrier = threading.Barrier(16)
 
@@ -253,21 +247,21 @@ def test_16_concurrent_registrations_of_one_name_admit_exactly_one(host, mock_dr
     for t in threads:
         t.join()
     assert sorted(results) == ["exists"] * 15 + ["ok"]
-    assert names(host) == [MOCK_DRIVER]
+    assert names(host) == [HOSTPATH_DRIVER]
 
 
-def test_two_hosts_do_not_see_each_others_drivers(make_host, mock_driver):
+def test_two_hosts_do_not_see_each_others_drivers(make_host, hostpath_driver):
     a = make_host(node="node-a")
     b = make_host(node="node-b")
-    d = mock_driver()
+    d = hostpath_driver()
     a.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
-    assert names(a) == [MOCK_DRIVER]
+    assert names(a) == [HOSTPATH_DRIVER]
     assert b.list_drivers() == []
     # The same driver can be registered independently on the other host ...
     b.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
     # ... and deregistering it there leaves the first host alone.
     b.deregister_plugin(d.name)
-    assert names(a) == [MOCK_DRIVER] and b.list_drivers() == []
+    assert names(a) == [HOSTPATH_DRIVER] and b.list_drivers() == []
     assert a.status()["nodeName"] == "node-a"
 
 
@@ -327,8 +321,8 @@ def test_deregister_during_registration_leaves_nothing_registered(host, silent_s
     assert host.list_drivers() == []
 
 
-def test_register_deregister_list_storm_stays_consistent(host, mock_driver):
-    d = mock_driver()
+def test_register_deregister_list_storm_stays_consistent(host, hostpath_driver):
+    d = hostpath_driver()
     stop = time.monotonic() + 2.0
     errors = []
 
@@ -358,12 +352,12 @@ def test_register_deregister_list_storm_stays_consistent(host, mock_driver):
     assert errors == []
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
     [entry] = host.list_drivers()
-    assert entry["nodeId"] == d.name
+    assert entry["nodeId"] == "node-1"
 
 
-def test_forked_child_gets_failed_precondition_not_a_hang(host, mock_driver):
+def test_forked_child_gets_failed_precondition_not_a_hang(host, hostpath_driver):
     import os
-    d = mock_driver()
+    d = hostpath_driver()
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)  # the runtime is running
     host.deregister_plugin(d.name)
     r, w = os.pipe()
@@ -394,12 +388,12 @@ def test_forked_child_gets_failed_precondition_not_a_hang(host, mock_driver):
     assert got == bytes([kcsi.KCSI_ERR_FAILED_PRECONDITION])
 
 
-def test_register_with_huge_timeout_fails_cleanly_or_succeeds_and_leaves_no_hidden_entry(host, mock_driver):
-    d = mock_driver()
+def test_register_with_huge_timeout_fails_cleanly_or_succeeds_and_leaves_no_hidden_entry(host, hostpath_driver):
+    d = hostpath_driver()
     try:
         host.register_plugin(d.name, d.endpoint, ["1.0.0"], 2**63 - 1)
     except kcsi.KcsiError as e:
         assert e.result != kcsi.KCSI_ERR_INTERNAL, e
         assert host.list_drivers() == []
         host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)  # nothing was left behind
-    assert [x["name"] for x in host.list_drivers()] == [MOCK_DRIVER]
+    assert [x["name"] for x in host.list_drivers()] == [HOSTPATH_DRIVER]

@@ -5,13 +5,14 @@
         host.register_plugin("hostpath.csi.k8s.io", "/run/csi.sock", ["1.0.0"])
         print(host.list_drivers())
 
-Every C function whose first parameter is a handle is reachable as a method of that handle's
-class, bound generically from the generated signatures (`_signatures.py`), so functions added to
-the header work here as soon as the library exports them: `kcsi_mounter_set_up(m, args_json,
-err)` is `Mounter.set_up(args)`, `kcsi_mounter_new(h, spec, pod, &out, err)` is
-`Host.mounter_new(spec, pod)` returning a `Mounter`. Conventions of the generic binding:
+Every C function whose first parameter is a handle is a method of that handle's class, generated
+from the header with the C parameter names (`_methods.py`; `help(kcsi.Mounter)` shows them):
+`kcsi_mounter_set_up(m, args_json, err)` is `Mounter.set_up(args_json=None)`,
+`kcsi_mounter_new(h, spec_json, pod_json, &out, err)` is `Host.mounter_new(spec_json, pod_json)`
+returning a `Mounter`. Conventions:
   * `*_json` string parameters take dicts/lists (JSON-encoded) or str/bytes as they are;
-  * other string parameters take str (UTF-8) or bytes; None passes NULL;
+  * other string parameters take str (UTF-8) or bytes; None passes NULL, which only the
+    parameters the header marks "Nullable:" accept (`kcsi.NULLABLE`);
   * `const char *const *X` + `size_t X_len` is one Python list;
   * outputs (`*_out`, `out`) are returned: one value, a tuple of several, or None; owned
     strings are copied and freed with kcsi_string_free, `*_json_out` ones parsed as JSON;
@@ -21,16 +22,18 @@ Library: $KCSI_LIB, else <repo>/target/release/libkcsi.so, else libkcsi.so.1 fro
 import ctypes
 import json
 import os
-import re
 import threading
 
+from . import _methods
 from . import _signatures as sig
-from ._signatures import CONSTANTS, FUNCTIONS
+from ._methods import (_AttacherMethods, _BlockMapperMethods, _BlockUnmapperMethods,
+                       _HostMethods, _MounterMethods, _UnmounterMethods)
+from ._signatures import CONSTANTS, FUNCTIONS, NULLABLE
 
 __all__ = [
     "Host", "Mounter", "Unmounter", "Attacher", "BlockMapper", "BlockUnmapper", "KcsiError",
     "lib", "call", "version", "result_name", "nullable", "set_log_callback", "is_uncertain", "is_transient",
-    "ERRORS", "CONSTANTS", "FUNCTIONS", "MISSING",
+    "ERRORS", "CONSTANTS", "FUNCTIONS", "NULLABLE", "MISSING",
 ]
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -164,14 +167,8 @@ def _encode_str(value, json_param):
 
 
 def nullable(fname, param):
-    """Whether the header documents `param` of `fname` as optional (NULL accepted), from its
-    doc comment: "`args_json` (NULL = none)", "`a` and `b` (either may be NULL)"."""
-    doc = FUNCTIONS[fname][2]
-    for sentence in re.split(r"(?<=[.;])\s", doc):
-        if f"`{param}`" in sentence and re.search(r"\bNULL\b", sentence) and re.search(
-                r"NULL = none|may be NULL|NULL means|NULL: none|\(NULL|or NULL", sentence):
-            return True
-    return False
+    """Whether `param` of `fname` may be NULL (the header's "Nullable:" line names it)."""
+    return param == "err_out" or param in NULLABLE.get(fname, ())
 
 
 def _is_output(ctype, name):
@@ -288,9 +285,9 @@ _HANDLE_CLASSES = {}
 
 
 class _Handle:
-    """An owned kcsi handle. Methods come from header functions named `<prefix>_<method>` whose
-    first parameter is this handle type. `close()` is idempotent and waits for calls in flight
-    on other threads, so a pointer is never used after it was freed."""
+    """An owned kcsi handle; its methods are generated from the header (`_methods.py`).
+    `close()` is idempotent and waits for calls in flight on other threads, so a pointer is
+    never used after it was freed."""
 
     _ctype = None  # e.g. "kcsi_host"
 
@@ -301,44 +298,11 @@ class _Handle:
         self._cond = threading.Condition()
         self._busy = 0
 
-    @classmethod
-    def _prefix(cls):
-        return cls._ctype + "_"
-
-    def __getattr__(self, attr):
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        fname = self._prefix() + attr
-        own = self._ctype + " *"
-        takes_self = fname in FUNCTIONS and FUNCTIONS[fname][1][:1] and FUNCTIONS[fname][1][0][0] == own
-        if not takes_self or attr == "free":
-            # Also query functions of the host: kcsi_can_attach(kcsi_host *h, ...).
-            alt = "kcsi_" + attr
-            if type(self) is Host and alt in FUNCTIONS and FUNCTIONS[alt][1][:1] and \
-                    FUNCTIONS[alt][1][0][0] == "kcsi_host *":
-                fname = alt
-            else:
-                raise AttributeError(f"{type(self).__name__} has no method {attr!r} (kcsi.h has no {fname} taking a {self._ctype} *)")
+    def _invoke(self, fname, args):
         if fname in MISSING:
             raise AttributeError(f"{fname} is declared in kcsi.h but this libkcsi does not export it")
-
-        def method(*args, **kwargs):
-            with self._use() as ptr:
-                return _call(fname, ptr, args, kwargs)
-
-        method.__name__ = attr
-        method.__doc__ = FUNCTIONS[fname][2]
-        return method
-
-    def __dir__(self):
-        p = self._prefix()
-        own = self._ctype + " *"
-        extra = [f[len(p):] for f, (_r, ps, _d) in FUNCTIONS.items()
-                 if f.startswith(p) and f != p + "free" and ps[:1] and ps[0][0] == own]
-        if type(self) is Host:
-            extra += [f[len("kcsi_"):] for f, (_r, ps, _d) in FUNCTIONS.items()
-                      if not f.startswith(p) and ps[:1] and ps[0][0] == own]
-        return sorted(set(super().__dir__()) | set(extra))
+        with self._use() as ptr:
+            return _call(fname, ptr, args, {})
 
     class _Use:
         def __init__(self, h):
@@ -387,7 +351,7 @@ class _Handle:
             pass
 
 
-class Host(_Handle):
+class Host(_HostMethods, _Handle):
     """A kcsi host (one per node agent). `config`: dict or JSON string."""
 
     _ctype = "kcsi_host"
@@ -400,31 +364,28 @@ class Host(_Handle):
             raise _error_from(err, rc, "kcsi_host_new")
         super().__init__(out)
 
-    # Friendly spellings over the generic binding; arguments as in the C API.
     def register_plugin(self, name, endpoint, versions, timeout_ms=0):
-        return self.__getattr__("register_plugin")(name, endpoint, versions, timeout_ms)
-
-    def status(self):
-        return self.__getattr__("status")()
+        """kcsi_register_plugin with the host's timeout unless `timeout_ms` > 0."""
+        return super().register_plugin(name, endpoint, versions, timeout_ms)
 
 
-class Mounter(_Handle):
+class Mounter(_MounterMethods, _Handle):
     _ctype = "kcsi_mounter"
 
 
-class Unmounter(_Handle):
+class Unmounter(_UnmounterMethods, _Handle):
     _ctype = "kcsi_unmounter"
 
 
-class Attacher(_Handle):
+class Attacher(_AttacherMethods, _Handle):
     _ctype = "kcsi_attacher"
 
 
-class BlockMapper(_Handle):
+class BlockMapper(_BlockMapperMethods, _Handle):
     _ctype = "kcsi_block_mapper"
 
 
-class BlockUnmapper(_Handle):
+class BlockUnmapper(_BlockUnmapperMethods, _Handle):
     _ctype = "kcsi_block_unmapper"
 
 
@@ -435,7 +396,8 @@ for _cls in (Host, Mounter, Unmounter, Attacher, BlockMapper, BlockUnmapper):
 def _generic_handle_class(ctype):
     """A class for an opaque handle type the header gained that has no named class here."""
     name = "".join(p.capitalize() for p in ctype[len("kcsi_"):].split("_"))
-    return type(name, (_Handle,), {"_ctype": ctype})
+    methods = getattr(_methods, f"_{name}Methods", None)
+    return type(name, (methods, _Handle) if methods else (_Handle,), {"_ctype": ctype})
 
 
 for _opaque in sig.OPAQUE:

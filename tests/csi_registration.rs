@@ -1,20 +1,22 @@
-//! Registration against a real CSI driver process, through the safe core and through the C API.
+//! Registration against the real csi-driver-host-path, through the safe core and through the
+//! C API.
 
 mod common;
 
-use std::ffi::{CStr, CString};
 use std::os::unix::net::UnixListener;
 use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{host_config, short_tempdir, DriverProcess, DRIVER};
+use common::capi::{call, cstr, take_json, CErr, Host as CHost};
+use common::{driver_names, host_config, short_tempdir, DriverProcess, DRIVER};
 use kcsi::config::HostConfig;
 use kcsi::csi::registration;
 use kcsi::error::{ErrorClass, ErrorKind};
-use kcsi::ffi::{self, error::kcsi_error, host::kcsi_host};
+use kcsi::ffi;
 use kcsi::host::Host;
 use kcsi::runtime;
+use serde_json::json;
 
 fn host(node: &str) -> (tempfile::TempDir, Arc<Host>) {
     let root = short_tempdir("kcsi-root");
@@ -42,15 +44,6 @@ fn register(
     .unwrap()
 }
 
-fn listed_names(host: &Host) -> Vec<String> {
-    host.drivers_json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn register_lists_node_info_and_deregister_removes_it() {
     let driver = DriverProcess::hostpath("node-a", &["--maxvolumespernode=7"]);
@@ -68,7 +61,7 @@ fn register_lists_node_info_and_deregister_removes_it() {
     runtime::block_on(registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap();
-    assert!(listed_names(&host).is_empty());
+    assert!(driver_names(&host).is_empty());
     let again = runtime::block_on(registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap_err();
@@ -118,7 +111,7 @@ fn validate_follows_upstream_version_table() {
         assert_eq!(err.kind(), ErrorKind::UnsupportedVersion, "{versions:?}");
         assert!(err.message().starts_with("validation failed for CSI Driver d at endpoint /tmp/x.sock: kubernetes.io/csi: ValidatePlugin for CSI driver \"d\" failed."), "{}", err.message());
     }
-    assert!(listed_names(&host).is_empty());
+    assert!(driver_names(&host).is_empty());
 }
 
 #[test]
@@ -240,7 +233,7 @@ fn sixteen_concurrent_registrations_all_succeed() {
     for t in threads {
         t.join().unwrap().unwrap();
     }
-    assert_eq!(listed_names(&host).len(), 16);
+    assert_eq!(driver_names(&host).len(), 16);
 }
 
 #[test]
@@ -269,14 +262,14 @@ fn two_hosts_never_see_each_others_drivers() {
     let (_r1, h1) = host("node-a");
     let (_r2, h2) = host("node-b");
     register(&h1, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
-    assert_eq!(listed_names(&h1), vec![DRIVER]);
-    assert!(listed_names(&h2).is_empty());
+    assert_eq!(driver_names(&h1), vec![DRIVER]);
+    assert!(driver_names(&h2).is_empty());
     // The same name registers independently on the other host.
     register(&h2, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     runtime::block_on(registration::deregister(&h1, DRIVER))
         .unwrap()
         .unwrap();
-    assert_eq!(listed_names(&h2), vec![DRIVER]);
+    assert_eq!(driver_names(&h2), vec![DRIVER]);
 }
 
 #[test]
@@ -301,109 +294,61 @@ fn reregistration_after_driver_restart_uses_a_fresh_connection() {
 
 // ---- the same flows through the C API ----
 
-fn c_host(root: &std::path::Path, node: &str) -> *mut kcsi_host {
-    let config = CString::new(host_config(root, node)).unwrap();
-    let mut h = ptr::null_mut();
-    assert_eq!(
-        ffi::host::kcsi_host_new(config.as_ptr(), &mut h, ptr::null_mut()),
-        ffi::KCSI_OK
-    );
-    h
-}
-
-fn take_error(e: *mut kcsi_error) -> (i32, i32, String) {
-    let out = (
-        ffi::error::kcsi_error_result(e),
-        ffi::error::kcsi_error_class(e),
-        unsafe { CStr::from_ptr(ffi::error::kcsi_error_message(e)) }
-            .to_string_lossy()
-            .into_owned(),
-    );
-    ffi::error::kcsi_error_free(e);
-    out
+/// kcsi_register_plugin of `name` at `endpoint` with the versions given as C strings.
+fn c_register(
+    h: &CHost,
+    name: &str,
+    endpoint: &str,
+    versions: &[*const std::ffi::c_char],
+) -> Result<(), CErr> {
+    let (name, endpoint) = (cstr(name), cstr(endpoint));
+    call(|e| {
+        ffi::registration::kcsi_register_plugin(
+            h.ptr,
+            name.as_ptr(),
+            endpoint.as_ptr(),
+            versions.as_ptr(),
+            versions.len(),
+            0,
+            e,
+        )
+    })
 }
 
 #[test]
 fn c_api_register_list_deregister_round_trip() {
     let driver = DriverProcess::hostpath("node-c", &[]);
-    let root = short_tempdir("kcsi-root");
-    let h = c_host(root.path(), "node-c");
-    let name = CString::new(DRIVER).unwrap();
-    let endpoint = CString::new(driver.endpoint()).unwrap();
-    let v1 = CString::new("1.0.0").unwrap();
-    let versions = [v1.as_ptr()];
-    let mut err = ptr::null_mut();
-    let rc = ffi::registration::kcsi_register_plugin(
-        h,
-        name.as_ptr(),
-        endpoint.as_ptr(),
-        versions.as_ptr(),
-        1,
-        0,
-        &mut err,
-    );
-    assert_eq!(rc, ffi::KCSI_OK);
-    assert!(err.is_null());
+    let h = CHost::new(json!({"nodeName": "node-c"}));
+    let v1 = cstr("1.0.0");
+    c_register(&h, DRIVER, &driver.endpoint(), &[v1.as_ptr()]).unwrap();
 
-    let rc = ffi::registration::kcsi_register_plugin(
-        h,
-        name.as_ptr(),
-        endpoint.as_ptr(),
-        versions.as_ptr(),
-        1,
-        0,
-        &mut err,
-    );
-    assert_eq!(rc, ffi::KCSI_ERR_ALREADY_EXISTS);
-    let (result, class, message) = take_error(err);
+    let err = c_register(&h, DRIVER, &driver.endpoint(), &[v1.as_ptr()]).unwrap_err();
     assert_eq!(
-        (result, class),
+        (err.result, err.class),
         (ffi::KCSI_ERR_ALREADY_EXISTS, ffi::KCSI_CLASS_FINAL)
     );
-    assert!(message.contains("already registered"));
+    assert!(
+        err.message.contains("already registered"),
+        "{}",
+        err.message
+    );
 
     let mut json = ptr::null_mut();
-    assert_eq!(
-        ffi::registration::kcsi_list_drivers(h, &mut json, ptr::null_mut()),
-        ffi::KCSI_OK
-    );
-    let list: serde_json::Value =
-        serde_json::from_str(unsafe { CStr::from_ptr(json) }.to_str().unwrap()).unwrap();
-    ffi::error::kcsi_string_free(json);
-    assert_eq!(list[0]["nodeId"], "node-c");
+    call(|e| ffi::registration::kcsi_list_drivers(h.ptr, &mut json, e)).unwrap();
+    assert_eq!(take_json(json)[0]["nodeId"], "node-c");
 
-    assert_eq!(
-        ffi::registration::kcsi_deregister_plugin(h, name.as_ptr(), ptr::null_mut()),
-        ffi::KCSI_OK
-    );
-    let mut err = ptr::null_mut();
-    assert_eq!(
-        ffi::registration::kcsi_deregister_plugin(h, name.as_ptr(), &mut err),
-        ffi::KCSI_ERR_NOT_FOUND
-    );
-    take_error(err);
-    ffi::host::kcsi_host_free(h);
+    h.deregister(DRIVER);
+    let name = cstr(DRIVER);
+    let err =
+        call(|e| ffi::registration::kcsi_deregister_plugin(h.ptr, name.as_ptr(), e)).unwrap_err();
+    assert_eq!(err.result, ffi::KCSI_ERR_NOT_FOUND);
 }
 
 #[test]
 fn c_api_rejects_null_version_element_without_registering() {
-    let root = short_tempdir("kcsi-root");
-    let h = c_host(root.path(), "node-c");
-    let name = CString::new(DRIVER).unwrap();
-    let endpoint = CString::new("/tmp/x.sock").unwrap();
-    let versions = [ptr::null()];
-    let mut err = ptr::null_mut();
-    let rc = ffi::registration::kcsi_register_plugin(
-        h,
-        name.as_ptr(),
-        endpoint.as_ptr(),
-        versions.as_ptr(),
-        1,
-        0,
-        &mut err,
-    );
-    assert_eq!(rc, ffi::KCSI_ERR_INVALID_ARGUMENT);
-    let (_, _, message) = take_error(err);
-    assert_eq!(message, "versions[0] is NULL");
-    ffi::host::kcsi_host_free(h);
+    let h = CHost::new(json!({"nodeName": "node-c"}));
+    let err = c_register(&h, DRIVER, "/tmp/x.sock", &[ptr::null()]).unwrap_err();
+    assert_eq!(err.result, ffi::KCSI_ERR_INVALID_ARGUMENT);
+    assert_eq!(err.message, "versions[0] is NULL");
+    assert_eq!(h.status()["drivers"], json!([]), "{}", h.status());
 }

@@ -1,50 +1,40 @@
 //! WaitForAttach and MountDevice against a real kube-apiserver: the VolumeAttachment states
 //! upstream distinguishes, the publish context taken from it, and stage secrets.
 
-#[path = "attacher_support/mod.rs"]
-mod attacher_support;
 mod common;
-mod kube_support;
 
-use std::ptr;
 use std::time::Duration;
 
-use attacher_support::*;
-use common::{ApiServer, DriverProcess, DRIVER};
+use common::apiserver::*;
+use common::capi::*;
+use common::{DriverProcess, DRIVER};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kcsi::ffi::*;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube_support::*;
 use serde_json::{json, Value};
 
-/// A host with a kubeconfig on its own Node, with the stand-in driver registered.
+/// A host with a kubeconfig on its own Node, with the real hostpath driver registered.
 struct ApiFixture {
     node: String,
-    host: CHost,
+    host: Host,
     driver: DriverProcess,
-    root: tempfile::TempDir,
 }
 
 impl ApiFixture {
-    fn new(flags: &[&str]) -> ApiFixture {
+    fn new() -> ApiFixture {
         let api = ApiServer::shared();
         let node = unique("att");
         create_node(&admin(), &node, &[], &[], &[]);
-        let driver = DriverProcess::hostpath(&node, flags);
+        let driver = DriverProcess::hostpath(&node, &[]);
         let root = common::short_tempdir("kcsi-root");
         let config: Value = serde_json::from_str(&api.host_config(root.path(), &node)).unwrap();
-        let host = CHost::new(&config);
+        let host = Host::owning(root, &config);
         common::wait_for("CSIDriver informer sync", Duration::from_secs(30), || {
-            status(&host)["csiDriversSynced"] == true
+            host.status()["csiDriversSynced"] == true
         });
-        host.register(DRIVER, &driver.endpoint());
-        ApiFixture {
-            node,
-            host,
-            driver,
-            root,
-        }
+        host.register_driver(&driver);
+        ApiFixture { node, host, driver }
     }
 
     fn attachment_name(&self, handle: &str) -> String {
@@ -75,30 +65,13 @@ impl ApiFixture {
     }
 }
 
-impl Drop for ApiFixture {
-    fn drop(&mut self) {
-        common::unmount_below(self.root.path());
-    }
-}
-
-fn status(host: &CHost) -> Value {
-    let mut out = ptr::null_mut();
-    let mut err = ptr::null_mut();
-    check(
-        kcsi::ffi::host::kcsi_host_status(host.0, &mut out, &mut err),
-        err,
-    )
-    .unwrap();
-    serde_json::from_str(&take_string(out)).unwrap()
-}
-
 fn spec(handle: &str, csi: Value) -> Value {
     pv_spec(&format!("pv-{handle}"), handle, false, csi, json!({}))
 }
 
 #[test]
 fn wait_for_attach_returns_the_attachment_name_once_attached() {
-    let f = ApiFixture::new(&[]);
+    let f = ApiFixture::new();
     let name = f.create_va("vol-ok", Some(json!({"attached": true})), &[]);
     assert_eq!(
         f.host
@@ -111,7 +84,7 @@ fn wait_for_attach_returns_the_attachment_name_once_attached() {
 
 #[test]
 fn wait_for_attach_without_volume_attachment_is_transient() {
-    let f = ApiFixture::new(&[]);
+    let f = ApiFixture::new();
     let err = f
         .host
         .attacher()
@@ -127,7 +100,7 @@ fn wait_for_attach_without_volume_attachment_is_transient() {
 
 #[test]
 fn wait_for_attach_not_yet_attached_is_transient() {
-    let f = ApiFixture::new(&[]);
+    let f = ApiFixture::new();
     let name = f.create_va("vol-wait", None, &[]);
     let err = f
         .host
@@ -143,7 +116,7 @@ fn wait_for_attach_not_yet_attached_is_transient() {
 
 #[test]
 fn wait_for_attach_reports_the_attach_error_message_verbatim() {
-    let f = ApiFixture::new(&[]);
+    let f = ApiFixture::new();
     let status = json!({"attached": false, "attachError": {"message": "attacher error", "time": "2026-01-01T00:00:00Z"}});
     f.create_va("vol-err", Some(status), &[]);
     let err = f
@@ -160,7 +133,7 @@ fn wait_for_attach_reports_the_attach_error_message_verbatim() {
 
 #[test]
 fn wait_for_attach_of_an_attachment_being_deleted_fails() {
-    let f = ApiFixture::new(&[]);
+    let f = ApiFixture::new();
     let finalizer = "kcsi.test/hold";
     let name = f.create_va("vol-del", Some(json!({"attached": true})), &[finalizer]);
     let c = admin();
@@ -186,8 +159,8 @@ fn wait_for_attach_of_an_attachment_being_deleted_fails() {
 
 #[test]
 fn mount_device_sends_attachment_metadata_as_publish_context() {
-    let f = ApiFixture::new(&[]);
-    let handle = create_volume(&f.driver, "pv-ctx", false, 1 << 20);
+    let f = ApiFixture::new();
+    let handle = f.driver.create_volume("pv-ctx", false, 1 << 20);
     f.create_va(
         &handle,
         Some(json!({"attached": true, "attachmentMetadata": {"devicePath": "/dev/fake"}})),
@@ -197,26 +170,26 @@ fn mount_device_sends_attachment_metadata_as_publish_context() {
     let s = spec(&handle, json!({}));
     let dmp = a.device_mount_path(&s).unwrap();
     a.mount_device(&s, &dmp, None).unwrap();
-    let req = &rpcs(&f.driver, "NodeStageVolume")[0]["request"];
+    let req = &f.driver.calls("NodeStageVolume")[0]["Request"];
     assert_eq!(req["publish_context"], json!({"devicePath": "/dev/fake"}));
     a.unmount_device(&dmp).unwrap();
 }
 
 #[test]
 fn mount_device_without_volume_attachment_is_transient_and_creates_nothing() {
-    let f = ApiFixture::new(&[]);
+    let f = ApiFixture::new();
     let a = f.host.attacher();
     let s = spec("vol-missing", json!({}));
     let dmp = a.device_mount_path(&s).unwrap();
     let err = a.mount_device(&s, &dmp, None).unwrap_err();
     assert_eq!(err.class, KCSI_CLASS_TRANSIENT, "{err:?}");
     assert!(!std::path::Path::new(&dmp).exists());
-    assert!(rpcs(&f.driver, "NodeStageVolume").is_empty());
+    assert!(f.driver.calls("NodeStageVolume").is_empty());
 }
 
 #[test]
 fn mount_device_sends_the_stage_secret_and_a_missing_one_is_transient() {
-    let f = ApiFixture::new(&[]);
+    let f = ApiFixture::new();
     let ns = "default";
     let secret_name = unique("stage-secret");
     let secret: Secret = serde_json::from_value(
@@ -226,7 +199,7 @@ fn mount_device_sends_the_stage_secret_and_a_missing_one_is_transient() {
     let c = admin();
     run(Api::<Secret>::namespaced(c.client.clone(), ns).create(&PostParams::default(), &secret))
         .expect("create Secret");
-    let handle = create_volume(&f.driver, "pv-secret", false, 1 << 20);
+    let handle = f.driver.create_volume("pv-secret", false, 1 << 20);
     f.create_va(&handle, Some(json!({"attached": true})), &[]);
     let a = f.host.attacher();
 
@@ -249,10 +222,7 @@ fn mount_device_sends_the_stage_secret_and_a_missing_one_is_transient() {
         json!({"nodeStageSecretRef": {"name": secret_name, "namespace": ns}}),
     );
     a.mount_device(&with_secret, &dmp, None).unwrap();
-    let req = &rpcs(&f.driver, "NodeStageVolume")[0]["request"];
-    assert_eq!(
-        req["secrets"], "***stripped***",
-        "the driver got secrets: {req}"
-    );
+    let req = &f.driver.calls("NodeStageVolume")[0]["Request"];
+    assert_eq!(req["secrets"], json!({"password": "s3cr3t"}), "{req}");
     a.unmount_device(&dmp).unwrap();
 }

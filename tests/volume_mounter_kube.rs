@@ -1,50 +1,23 @@
 //! Mounter against a real kube-apiserver: the CSIDriver, VolumeAttachment, Secret and
-//! service-account token lookups of SetUp (reference §1.6 steps 6–10), through the C API.
+//! service-account token lookups of SetUp (upstream pkg/volume/csi/csi_mounter.go SetUpAt),
+//! through the C API, against the real hostpath driver.
 
 mod common;
-mod kube_support;
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CStr};
 use std::ptr;
 use std::time::Duration;
 
-use common::{unmount_below, ApiServer, DriverProcess};
+use common::apiserver::*;
+use common::capi::{call, Host, Mounter};
+use common::DriverProcess;
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
-use kcsi::csi::proto::csi;
-use kcsi::ffi::error::{
-    kcsi_error, kcsi_error_class, kcsi_error_free, kcsi_error_message, kcsi_string_free,
-};
-use kcsi::ffi::host::{kcsi_host, kcsi_host_free, kcsi_host_new, kcsi_host_status};
-use kcsi::ffi::mounter::*;
-use kcsi::ffi::registration::kcsi_register_plugin;
-use kcsi::ffi::{kcsi_result, KCSI_CLASS_TRANSIENT, KCSI_OK};
+use kcsi::ffi::KCSI_CLASS_TRANSIENT;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
-use kube_support::*;
-
 const NS: &str = "default";
-
-fn c(s: &str) -> CString {
-    CString::new(s).unwrap()
-}
-
-/// One fallible C call: `Err((class, message))` on failure.
-fn call(f: impl FnOnce(*mut *mut kcsi_error) -> kcsi_result) -> Result<(), (i32, String)> {
-    let mut err: *mut kcsi_error = ptr::null_mut();
-    if f(&mut err) == KCSI_OK {
-        return Ok(());
-    }
-    let out = (
-        kcsi_error_class(err),
-        unsafe { CStr::from_ptr(kcsi_error_message(err)) }
-            .to_string_lossy()
-            .into_owned(),
-    );
-    kcsi_error_free(err);
-    Err(out)
-}
 
 fn create<K>(api: Api<K>, obj: Value) -> K
 where
@@ -54,11 +27,11 @@ where
     run(api.create(&PostParams::default(), &obj)).expect("create object")
 }
 
-/// Everything one test needs: a Node, a driver with its CSIDriver, a pod with its service
-/// account, and a kcsi host on that node with the driver registered.
+/// Everything one test needs: a Node, the real hostpath driver under its own name with its
+/// CSIDriver, a pod with its service account, and a kcsi host on that node with the driver
+/// registered.
 struct Fixture {
-    root: tempfile::TempDir,
-    host: *mut kcsi_host,
+    host: Host,
     driver: DriverProcess,
     driver_name: String,
     node: String,
@@ -88,87 +61,36 @@ impl Fixture {
             }),
         );
 
-        let driver = DriverProcess::hostpath(
-            &node,
-            &[
-                &format!("--drivername={driver_name}"),
-                "--disable-node-cap=STAGE_UNSTAGE_VOLUME",
-            ],
-        );
+        let driver = DriverProcess::hostpath_named(&driver_name, &node, &[]);
         let root = common::short_tempdir("kcsi-root");
-        let config = ApiServer::shared().host_config(root.path(), &node);
-        let mut host = ptr::null_mut();
-        let text = c(&config);
-        call(|e| kcsi_host_new(text.as_ptr(), &mut host, e)).unwrap();
-        let f = Fixture {
-            root,
+        let config: Value =
+            serde_json::from_str(&ApiServer::shared().host_config(root.path(), &node)).unwrap();
+        let host = Host::owning(root, &config);
+        common::wait_for("CSIDriver objects listed", Duration::from_secs(30), || {
+            host.status()["csiDriversSynced"] == true
+        });
+        host.register_driver(&driver);
+        Fixture {
             host,
             driver,
             driver_name,
             node,
             pod,
-        };
-        common::wait_for("CSIDriver objects listed", Duration::from_secs(30), || {
-            f.status()["csiDriversSynced"] == true
-        });
-        let (name, endpoint, v) = (c(&f.driver_name), c(&f.driver.endpoint()), c("1.0.0"));
-        let versions = [v.as_ptr()];
-        call(|e| {
-            kcsi_register_plugin(
-                f.host,
-                name.as_ptr(),
-                endpoint.as_ptr(),
-                versions.as_ptr(),
-                1,
-                0,
-                e,
-            )
-        })
-        .unwrap();
-        f
+        }
     }
 
-    fn status(&self) -> Value {
-        let mut out = ptr::null_mut();
-        call(|e| kcsi_host_status(self.host, &mut out, e)).unwrap();
-        let text = unsafe { CStr::from_ptr(out) }.to_str().unwrap().to_string();
-        kcsi_string_free(out);
-        serde_json::from_str(&text).unwrap()
-    }
-
+    /// A new volume, staged at the host's global mount path (hostpathplugin publishes only
+    /// what was staged there).
     fn create_volume(&self, name: &str) -> String {
-        run(async {
-            let path = self.driver.socket.clone();
-            let channel = tonic::transport::Endpoint::from_static("http://localhost")
-                .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-                    let path = path.clone();
-                    async move {
-                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                            tokio::net::UnixStream::connect(path).await?,
-                        ))
-                    }
-                }))
-                .await
-                .unwrap();
-            let mut client = csi::controller_client::ControllerClient::new(channel);
-            let cap = csi::VolumeCapability {
-                access_type: Some(csi::volume_capability::AccessType::Mount(Default::default())),
-                access_mode: Some(csi::volume_capability::AccessMode { mode: 1 }),
-            };
-            let req = csi::CreateVolumeRequest {
-                name: name.into(),
-                volume_capabilities: vec![cap],
-                ..Default::default()
-            };
-            client
-                .create_volume(req)
-                .await
-                .unwrap()
-                .into_inner()
-                .volume
-                .unwrap()
-                .volume_id
-        })
+        let handle = self.driver.create_volume(name, false, 0);
+        let staging = self
+            .host
+            .layout()
+            .device_mount_path(&self.driver_name, &handle)
+            .unwrap();
+        kcsi::disk::volume_data::make_dirs(&staging).unwrap();
+        self.driver.stage(&handle, &staging);
+        handle
     }
 
     /// The attached VolumeAttachment the external attacher would leave, with metadata.
@@ -196,54 +118,19 @@ impl Fixture {
     }
 
     fn mounter(&self, spec: &Value) -> Mounter {
-        let (spec, pod) = (
-            c(&spec.to_string()),
-            c(&serde_json::to_string(&self.pod).unwrap()),
-        );
-        let mut m = ptr::null_mut();
-        call(|e| kcsi_mounter_new(self.host, spec.as_ptr(), pod.as_ptr(), &mut m, e)).unwrap();
-        Mounter(m)
+        self.host
+            .mounter(spec, &serde_json::to_value(&self.pod).unwrap())
+            .unwrap()
     }
 
     fn tear_down(&self, spec_name: &str) {
-        let (spec, uid) = (c(spec_name), c(self.pod.metadata.uid.as_deref().unwrap()));
-        let mut u = ptr::null_mut();
-        call(|e| kcsi_unmounter_new(self.host, spec.as_ptr(), uid.as_ptr(), &mut u, e)).unwrap();
-        let result = call(|e| kcsi_unmounter_tear_down(u, e));
-        kcsi_unmounter_free(u);
-        result.unwrap();
+        self.host
+            .tear_down(spec_name, self.pod.metadata.uid.as_deref().unwrap())
+            .unwrap();
     }
 
     fn last_publish(&self) -> Value {
-        let mut published: Vec<Value> = self
-            .driver
-            .log()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["method"] == "/csi.v1.Node/NodePublishVolume")
-            .collect();
-        published.pop().expect("a NodePublishVolume")["request"].clone()
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        unmount_below(self.root.path());
-        kcsi_host_free(self.host);
-    }
-}
-
-struct Mounter(*mut kcsi_mounter);
-
-impl Mounter {
-    fn set_up(&self) -> Result<(), (i32, String)> {
-        call(|e| kcsi_mounter_set_up(self.0, ptr::null(), e))
-    }
-}
-
-impl Drop for Mounter {
-    fn drop(&mut self) {
-        kcsi_mounter_free(self.0);
+        self.driver.last_request("NodePublishVolume")
     }
 }
 
@@ -287,7 +174,8 @@ fn publish_gets_attachment_metadata_secret_pod_info_and_tokens_from_the_api() {
 
     // Not attached yet: transient, nothing published.
     let m = f.mounter(&f.pv_spec("pv-api", &handle, Some("publish-secret-1")));
-    let (class, message) = m.set_up().unwrap_err();
+    let e = m.set_up(None).unwrap_err();
+    let (class, message) = (e.class, e.message);
     assert_eq!(class, KCSI_CLASS_TRANSIENT, "{message}");
     assert!(
         message.starts_with("kubernetes.io/csi: mounter.SetUpAt failed to fetch publishContext: "),
@@ -297,7 +185,8 @@ fn publish_gets_attachment_metadata_secret_pod_info_and_tokens_from_the_api() {
     f.attach(&handle, json!({"device": "/dev/fake"}));
     // A secret that does not exist: transient.
     let missing = f.mounter(&f.pv_spec("pv-api", &handle, Some("no-such-secret")));
-    let (class, message) = missing.set_up().unwrap_err();
+    let e = missing.set_up(None).unwrap_err();
+    let (class, message) = (e.class, e.message);
     assert_eq!(class, KCSI_CLASS_TRANSIENT, "{message}");
     assert!(
         message.starts_with("fetching NodePublishSecretRef default/no-such-secret failed: "),
@@ -305,13 +194,14 @@ fn publish_gets_attachment_metadata_secret_pod_info_and_tokens_from_the_api() {
     );
 
     set_log_capture(true);
-    let result = m.set_up();
+    let result = m.set_up(None);
     set_log_capture(false);
     result.unwrap();
     let req = f.last_publish();
     assert_eq!(req["publish_context"], json!({"device": "/dev/fake"}));
     assert_eq!(
-        req["secrets"], "***stripped***",
+        req["secrets"],
+        json!({"password": "hunter2"}),
         "the Secret's data was sent"
     );
     let ctx = &req["volume_context"];
@@ -359,17 +249,17 @@ fn tokens_go_to_publish_secrets_when_the_csidriver_asks() {
     }));
     let handle = f.create_volume("pv-tok");
     let m = f.mounter(&f.pv_spec("pv-tok", &handle, None));
-    m.set_up().unwrap();
+    m.set_up(None).unwrap();
     let req = f.last_publish();
     assert_eq!(
         req["volume_context"],
         json!({"foo": "bar"}),
         "no tokens in the volume context"
     );
-    assert_eq!(
-        req["secrets"], "***stripped***",
-        "the tokens went into the secrets"
-    );
+    let tokens = req["secrets"]["csi.storage.k8s.io/serviceAccount.tokens"]
+        .as_str()
+        .expect("the tokens went into the secrets");
+    assert!(tokens.contains("\"token\""), "{tokens}");
     assert!(req.get("publish_context").is_none(), "attach not required");
     f.tear_down("pv-tok");
 }
@@ -381,10 +271,11 @@ fn inline_volume_secret_is_read_from_the_pod_namespace() {
         "volumeLifecycleModes": ["Ephemeral"]
     }));
     let inline = |secret: &str| json!({"volume": {"name": "eph", "csi": {"driver": f.driver_name, "nodePublishSecretRef": {"name": secret}}}});
-    let (class, message) = f
+    let e = f
         .mounter(&inline("no-such-inline-secret"))
-        .set_up()
+        .set_up(None)
         .unwrap_err();
+    let (class, message) = (e.class, e.message);
     assert_eq!(class, KCSI_CLASS_TRANSIENT, "{message}");
     assert!(
         message.starts_with("fetching NodePublishSecretRef default/no-such-inline-secret failed: "),
@@ -396,9 +287,9 @@ fn inline_volume_secret_is_read_from_the_pod_namespace() {
         secrets,
         json!({"metadata": {"name": "inline-secret-1"}, "stringData": {"k": "v"}}),
     );
-    f.mounter(&inline("inline-secret-1")).set_up().unwrap();
+    f.mounter(&inline("inline-secret-1")).set_up(None).unwrap();
     let req = f.last_publish();
-    assert_eq!(req["secrets"], "***stripped***");
+    assert_eq!(req["secrets"], json!({"k": "v"}));
     assert_eq!(
         req["volume_context"]["csi.storage.k8s.io/ephemeral"],
         "true"

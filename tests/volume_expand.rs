@@ -1,12 +1,10 @@
-//! Node expansion (NodeExpandVolume) through the C API against the stand-in hostpath driver:
-//! the request kcsi builds and upstream's error mapping.
+//! Node expansion (NodeExpandVolume) through the C API against the real csi-driver-host-path
+//! (csi-fault-driver for the error codes): the request kcsi builds and upstream's error mapping.
 
-#[path = "attacher_support/mod.rs"]
-mod attacher_support;
 mod common;
 
-use attacher_support::*;
-use common::DRIVER;
+use common::capi::*;
+use common::*;
 use kcsi::ffi::*;
 use serde_json::{json, Value};
 
@@ -32,7 +30,7 @@ fn fs_spec(handle: &str) -> Value {
 
 /// A filesystem volume and an existing directory to expand at.
 fn fs_volume(f: &Fixture) -> (String, String) {
-    let handle = create_volume(&f.driver, "pv-fs", false, MIB);
+    let handle = f.driver.create_volume("pv-fs", false, MIB);
     let dir = f.root().join("mount");
     std::fs::create_dir_all(&dir).unwrap();
     (handle, dir.display().to_string())
@@ -40,7 +38,7 @@ fn fs_volume(f: &Fixture) -> (String, String) {
 
 #[test]
 fn node_expand_sends_new_size_paths_and_mount_capability() {
-    let f = Fixture::new(&[], Fixture::no_attach());
+    let f = Fixture::new(no_attach(json!({})));
     let (handle, dir) = fs_volume(&f);
     let stage = "/stage/path";
     let opts = options(
@@ -48,21 +46,24 @@ fn node_expand_sends_new_size_paths_and_mount_capability() {
         json!({"deviceMountPath": dir, "deviceStagePath": stage, "devicePath": "ignored"}),
     );
     assert!(f.host.expand(&opts).unwrap());
-    let req = &rpcs(&f.driver, "NodeExpandVolume")[0]["request"];
+    let req = &f.driver.calls("NodeExpandVolume")[0]["Request"];
     assert_eq!(req["volume_id"], handle.as_str());
     assert_eq!(req["volume_path"], dir.as_str());
     assert_eq!(req["staging_target_path"], stage);
     assert_eq!(req["capacity_range"]["required_bytes"], 3 * (1i64 << 29));
     let cap = req["volume_capability"].to_string();
     assert!(
-        cap.contains("ext4") && cap.contains("noatime") && !cap.contains("block"),
+        cap.contains("ext4") && cap.contains("noatime") && block_capability(req).is_null(),
         "{cap}"
     );
 }
 
 #[test]
 fn node_expand_without_expand_capability_is_not_supported() {
-    let f = Fixture::new(&["--disable-node-cap=EXPAND_VOLUME"], Fixture::no_attach());
+    let f = Fixture::with(
+        DriverProcess::hostpath("node-1", &["--disable-node-expansion"]),
+        no_attach(json!({})),
+    );
     let (handle, dir) = fs_volume(&f);
     let err = f
         .host
@@ -77,7 +78,7 @@ fn node_expand_without_expand_capability_is_not_supported() {
         err.message,
         format!("NodeExpand is not supported by the CSI driver {DRIVER}")
     );
-    assert!(rpcs(&f.driver, "NodeExpandVolume").is_empty());
+    assert!(f.driver.calls("NodeExpandVolume").is_empty());
 }
 
 #[test]
@@ -94,9 +95,9 @@ fn node_expand_driver_codes_map_to_upstream_classes() {
         (8, KCSI_CLASS_UNCERTAIN, false),
     ];
     for (code, class, infeasible) in cases {
-        let f = Fixture::new(
+        let f = Fixture::faulty(
             &[&format!("--fail-rpc=NodeExpandVolume={code}")],
-            Fixture::no_attach(),
+            no_attach(json!({})),
         );
         let (handle, dir) = fs_volume(&f);
         let err = f
@@ -121,8 +122,8 @@ fn node_expand_driver_codes_map_to_upstream_classes() {
 
 #[test]
 fn node_expand_block_volume_uses_device_path_and_block_capability() {
-    let f = Fixture::new(&[], Fixture::no_attach());
-    let handle = create_volume(&f.driver, "pv-blk", true, 4 * MIB);
+    let f = Fixture::new(no_attach(json!({})));
+    let handle = f.driver.create_volume("pv-blk", true, 4 * MIB);
     let spec = pv_spec("pv-blk", &handle, true, json!({}), json!({}));
     let m = f.host.mapper(&spec, &pod("p", "uid-1")).unwrap();
     let staging = m.set_up_device().unwrap();
@@ -135,16 +136,19 @@ fn node_expand_block_volume_uses_device_path_and_block_capability() {
     u.unmap_pod_device().unwrap();
     u.tear_down_device("").unwrap();
     assert!(result.unwrap());
-    let req = &rpcs(&f.driver, "NodeExpandVolume")[0]["request"];
+    let req = &f.driver.calls("NodeExpandVolume")[0]["Request"];
     assert_eq!(req["volume_path"], device.as_str());
     assert_eq!(req["capacity_range"]["required_bytes"], 8 * MIB);
     let cap = req["volume_capability"].to_string();
-    assert!(cap.contains("block") && !cap.contains("mount"), "{cap}");
+    assert!(
+        block_capability(req).is_object() && mount_capability(req).is_null(),
+        "{cap}"
+    );
 }
 
 #[test]
 fn node_expand_secret_that_cannot_be_read_is_transient() {
-    let f = Fixture::new(&[], Fixture::no_attach());
+    let f = Fixture::new(no_attach(json!({})));
     let (handle, dir) = fs_volume(&f);
     let spec = pv_spec(
         "pv-fs",
@@ -164,13 +168,12 @@ fn node_expand_secret_that_cannot_be_read_is_transient() {
         "{}",
         err.message
     );
-    assert!(rpcs(&f.driver, "NodeExpandVolume").is_empty());
+    assert!(f.driver.calls("NodeExpandVolume").is_empty());
 }
 
 #[test]
 fn node_expand_for_unregistered_driver_is_transient() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let host = Host::new(json!({}));
     let err = host
         .expand(&options(fs_spec("vol-1"), json!({"deviceMountPath": "/x"})))
         .unwrap_err();
@@ -183,8 +186,7 @@ fn node_expand_for_unregistered_driver_is_transient() {
 
 #[test]
 fn node_expand_rejects_malformed_options_naming_them() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let host = Host::new(json!({}));
     let err = host
         .expand(&options(fs_spec("vol-1"), json!({"newSize": "1.5GB"})))
         .unwrap_err();

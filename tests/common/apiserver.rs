@@ -1,8 +1,9 @@
-//! Helpers for the tests against a real API server: an admin client, unique node names, and
-//! creating/reading the objects the node info manager works on.
-#![allow(dead_code)]
+//! A real kube-apiserver on etcd for the tests that need one, and its admin-side helpers: an
+//! admin client, unique node names, and the objects the node info manager works on.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::core::v1::Node;
@@ -12,7 +13,7 @@ use kcsi::kube::client::ApiClient;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::ApiServer;
+use super::{repo, short_tempdir};
 
 /// Runs `fut` on kcsi's runtime (where kcsi's and the test's clients live).
 pub fn run<F: std::future::Future>(fut: F) -> F::Output {
@@ -121,4 +122,89 @@ pub fn labels(node: &Node) -> BTreeMap<String, String> {
 /// The drivers of a CSINode as compact JSON, for exact comparisons.
 pub fn drivers_json(csinode: &CSINode) -> serde_json::Value {
     serde_json::to_value(&csinode.spec.drivers).unwrap()
+}
+
+/// A real kube-apiserver on etcd (scripts/peers/apiserver.sh), one per test binary: started on
+/// first use, stopped when the test process exits. Tests sharing it use unique node names.
+pub struct ApiServer {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+static API_SERVER: std::sync::OnceLock<ApiServer> = std::sync::OnceLock::new();
+
+extern "C" fn stop_api_server_at_exit() {
+    if let Some(api) = API_SERVER.get() {
+        let _ = api.script("stop");
+        let _ = std::fs::remove_dir_all(&api.dir);
+    }
+}
+
+impl ApiServer {
+    pub fn shared() -> &'static ApiServer {
+        API_SERVER.get_or_init(|| {
+            let dir = short_tempdir("kcsi-api").keep();
+            let api = ApiServer {
+                kubeconfig: dir.join("kubeconfig"),
+                dir,
+            };
+            // libtest ends with exit(), which runs atexit handlers, also after failed tests.
+            unsafe { libc::atexit(stop_api_server_at_exit) };
+            // A watchdog stops it too if this process dies without running atexit (SIGKILL).
+            let watchdog = format!(
+                "while kill -0 {pid} 2>/dev/null; do sleep 1; done; bash {script} stop {dir} >/dev/null 2>&1; rm -rf {dir}",
+                pid = std::process::id(),
+                script = repo().join("scripts/peers/apiserver.sh").display(),
+                dir = api.dir.display()
+            );
+            // Started in the background by a shell that exits at once, so it is not our child.
+            Command::new("bash")
+                .args(["-c", &format!("setsid bash -c '{watchdog}' </dev/null >/dev/null 2>&1 &")])
+                .status()
+                .expect("start the API server watchdog");
+            let out = api.script("start");
+            assert!(
+                out.status.success(),
+                "apiserver.sh start failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            api
+        })
+    }
+
+    fn script(&self, cmd: &str) -> std::process::Output {
+        Command::new("bash")
+            .arg(repo().join("scripts/peers/apiserver.sh"))
+            .arg(cmd)
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/peers/apiserver.sh")
+    }
+
+    /// Stops only kube-apiserver (etcd and the port stay), as an outage.
+    pub fn stop_apiserver(&self) {
+        let out = self.script("stop-apiserver");
+        assert!(
+            out.status.success(),
+            "stop-apiserver: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn start_apiserver(&self) {
+        let out = self.script("start-apiserver");
+        assert!(
+            out.status.success(),
+            "start-apiserver: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A kcsi host config for `node` using this API server.
+    pub fn host_config(&self, root: &Path, node: &str) -> String {
+        serde_json::json!({"nodeName": node, "rootDir": root, "kubeconfig": self.kubeconfig})
+            .to_string()
+    }
 }

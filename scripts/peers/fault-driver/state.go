@@ -30,8 +30,7 @@ type volume struct {
 }
 
 type publication struct {
-	ReadOnly   bool   `json:"readOnly,omitempty"`
-	MountGroup string `json:"mountGroup,omitempty"`
+	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
 // driver serves Identity, Controller and Node. One mutex serialises all volume operations,

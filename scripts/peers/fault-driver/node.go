@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -165,7 +162,7 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 	if block {
 		err = d.publishBlock(v, target, req.GetReadonly())
 	} else {
-		err = d.publishMount(v, target, req.GetReadonly(), req.GetVolumeCapability().GetMount().GetVolumeMountGroup())
+		err = d.publishMount(v, target, req.GetReadonly())
 	}
 	if err != nil {
 		if v.Ephemeral && len(v.Published) == 0 {
@@ -177,12 +174,12 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 	if v.Published == nil {
 		v.Published = map[string]publication{}
 	}
-	v.Published[target] = publication{ReadOnly: req.GetReadonly(), MountGroup: req.GetVolumeCapability().GetMount().GetVolumeMountGroup()}
+	v.Published[target] = publication{ReadOnly: req.GetReadonly()}
 	return &csi.NodePublishVolumeResponse{}, d.saveErr()
 }
 
 // publishMount mkdirs target (its parent must exist) and bind-mounts the volume directory onto it.
-func (d *driver) publishMount(v *volume, target string, readOnly bool, group string) error {
+func (d *driver) publishMount(v *volume, target string, readOnly bool) error {
 	created := false
 	if err := os.Mkdir(target, 0o750); err == nil {
 		created = true
@@ -203,11 +200,6 @@ func (d *driver) publishMount(v *volume, target string, readOnly bool, group str
 			_ = os.Remove(target)
 		}
 		return status.Errorf(codes.Internal, "failed to mount device: %s at %s: %v", src, target, err)
-	}
-	if group != "" {
-		if err := applyGroup(src, group); err != nil {
-			return status.Errorf(codes.Internal, "volume_mount_group %q: %v", group, err)
-		}
 	}
 	return nil
 }
@@ -247,34 +239,6 @@ func (d *driver) publishBlock(v *volume, target string, readOnly bool) error {
 		return status.Errorf(codes.Internal, "failed to mount block device: %s at %s: %v", loop, target, err)
 	}
 	return nil
-}
-
-// applyGroup gives group gid ownership of the tree with group rw (rwx + setgid on directories),
-// like the kubelet's fsGroup handling.
-func applyGroup(root, group string) error {
-	gid, err := strconv.Atoi(group)
-	if err != nil {
-		return fmt.Errorf("not a numeric GID")
-	}
-	return filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := os.Lchown(p, -1, gid); err != nil || de.Type()&fs.ModeSymlink != 0 {
-			return err
-		}
-		info, err := de.Info()
-		if err != nil {
-			return err
-		}
-		mode := uint32(info.Sys().(*syscall.Stat_t).Mode & 0o7777)
-		if de.IsDir() {
-			mode |= 0o2070
-		} else {
-			mode |= 0o060
-		}
-		return syscall.Chmod(p, mode)
-	})
 }
 
 func (d *driver) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {

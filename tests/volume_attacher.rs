@@ -1,14 +1,16 @@
 //! The device-mount half of the kubelet's sequence (WaitForAttach → MountDevice → … →
-//! UnmountDevice) through the C API, against the stand-in hostpath driver.
+//! UnmountDevice) through the C API, against the real csi-driver-host-path (csi-fault-driver
+//! where a test injects a fault or needs a driver without staging, the e2e mock driver where
+//! it needs VOLUME_MOUNT_GROUP).
 
-mod attacher_support;
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use attacher_support::*;
-use common::DRIVER;
+use common::capi::*;
+use common::*;
+use kcsi::ffi::reconstruct::kcsi_construct_block_volume_spec;
 use kcsi::ffi::*;
 use serde_json::{json, Value};
 
@@ -30,15 +32,14 @@ fn vol_data(dmp: &str) -> String {
 
 #[test]
 fn device_mount_path_is_driver_dir_sha256_of_handle_globalmount() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let host = Host::new(json!({}));
     let a = host.attacher();
     let path = a.device_mount_path(&fs_spec("vol-123")).unwrap();
     assert_eq!(
         path,
         format!(
             "{}/plugins/kubernetes.io/csi/{DRIVER}/089d5e4b1e716868b2a08620dae565670ad7fb1eec5205d9a79c39e85fdfc01d/globalmount",
-            root.path().display()
+            host.root().display()
         )
     );
     let inline = json!({"volume": {"name": "v", "csi": {"driver": DRIVER}}});
@@ -56,8 +57,8 @@ fn device_mount_path_is_driver_dir_sha256_of_handle_globalmount() {
 
 #[test]
 fn mount_device_stages_at_globalmount_and_unmount_device_unstages() {
-    let f = Fixture::new(&[], Fixture::no_attach());
-    let handle = create_volume(&f.driver, "pv-stage", false, GIB);
+    let f = Fixture::new(no_attach(json!({})));
+    let handle = f.driver.create_volume("pv-stage", false, GIB);
     let spec = fs_spec(&handle);
     let a = f.host.attacher();
     let dmp = a.device_mount_path(&spec).unwrap();
@@ -72,12 +73,12 @@ fn mount_device_stages_at_globalmount_and_unmount_device_unstages() {
         vol_data(&dmp),
         format!("{{\"driverName\":\"{DRIVER}\",\"volumeHandle\":\"{handle}\"}}\n")
     );
-    let stages = rpcs(&f.driver, "NodeStageVolume");
+    let stages = f.driver.calls("NodeStageVolume");
     assert_eq!(stages.len(), 1);
-    let req = &stages[0]["request"];
+    let req = &stages[0]["Request"];
     assert_eq!(req["staging_target_path"], dmp.as_str());
     assert_eq!(req["volume_id"], handle.as_str());
-    assert_eq!(stages[0]["code"], "OK");
+    assert_eq!(stages[0]["Error"], "");
     let cap = req["volume_capability"].to_string();
     assert!(
         cap.contains("test-op") && cap.contains("ext4"),
@@ -87,10 +88,10 @@ fn mount_device_stages_at_globalmount_and_unmount_device_unstages() {
     a.mount_device(&spec, &dmp, None).unwrap();
 
     a.unmount_device(&dmp).unwrap();
-    let unstages = rpcs(&f.driver, "NodeUnstageVolume");
+    let unstages = f.driver.calls("NodeUnstageVolume");
     assert_eq!(unstages.len(), 1);
-    assert_eq!(unstages[0]["request"]["staging_target_path"], dmp.as_str());
-    assert_eq!(unstages[0]["code"], "OK");
+    assert_eq!(unstages[0]["Request"]["staging_target_path"], dmp.as_str());
+    assert_eq!(unstages[0]["Error"], "");
     assert!(
         !Path::new(&dmp).parent().unwrap().exists(),
         "sha dir removed"
@@ -100,26 +101,25 @@ fn mount_device_stages_at_globalmount_and_unmount_device_unstages() {
 
 #[test]
 fn mount_device_without_stage_capability_only_records_vol_data() {
-    let f = Fixture::new(
+    let f = Fixture::faulty(
         &["--disable-node-cap=STAGE_UNSTAGE_VOLUME"],
-        Fixture::no_attach(),
+        no_attach(json!({})),
     );
-    let handle = create_volume(&f.driver, "pv-nostage", false, GIB);
+    let handle = f.driver.create_volume("pv-nostage", false, GIB);
     let spec = fs_spec(&handle);
     let a = f.host.attacher();
     let dmp = a.device_mount_path(&spec).unwrap();
     a.mount_device(&spec, &dmp, None).unwrap();
     assert!(vol_data(&dmp).contains(&handle));
-    assert!(rpcs(&f.driver, "NodeStageVolume").is_empty());
+    assert!(f.driver.calls("NodeStageVolume").is_empty());
     a.unmount_device(&dmp).unwrap();
-    assert!(rpcs(&f.driver, "NodeUnstageVolume").is_empty());
+    assert!(f.driver.calls("NodeUnstageVolume").is_empty());
     assert!(!Path::new(&dmp).parent().unwrap().exists());
 }
 
 #[test]
 fn mount_device_for_unregistered_driver_is_transient() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), Fixture::no_attach()));
+    let host = Host::new(no_attach(json!({})));
     let a = host.attacher();
     let spec = fs_spec("vol-123");
     let dmp = a.device_mount_path(&spec).unwrap();
@@ -140,10 +140,10 @@ fn mount_device_for_unregistered_driver_is_transient() {
 
 #[test]
 fn mount_device_stage_timeout_is_uncertain_and_keeps_vol_data() {
-    let mut config = Fixture::no_attach();
+    let mut config = no_attach(json!({}));
     config["timeoutSeconds"] = json!(1);
-    let f = Fixture::new(&["--hang-rpc=NodeStageVolume"], config);
-    let handle = create_volume(&f.driver, "pv-hang", false, GIB);
+    let f = Fixture::faulty(&["--hang-rpc=NodeStageVolume"], config);
+    let handle = f.driver.create_volume("pv-hang", false, GIB);
     let spec = fs_spec(&handle);
     let a = f.host.attacher();
     let dmp = a.device_mount_path(&spec).unwrap();
@@ -156,8 +156,8 @@ fn mount_device_stage_timeout_is_uncertain_and_keeps_vol_data() {
 
 #[test]
 fn mount_device_final_stage_error_removes_globalmount_and_vol_data() {
-    let f = Fixture::new(&["--fail-rpc=NodeStageVolume=9"], Fixture::no_attach());
-    let handle = create_volume(&f.driver, "pv-fail", false, GIB);
+    let f = Fixture::faulty(&["--fail-rpc=NodeStageVolume=9"], no_attach(json!({})));
+    let handle = f.driver.create_volume("pv-fail", false, GIB);
     let spec = fs_spec(&handle);
     let a = f.host.attacher();
     let dmp = a.device_mount_path(&spec).unwrap();
@@ -181,21 +181,23 @@ fn mount_device_final_stage_error_removes_globalmount_and_vol_data() {
 #[test]
 fn mount_device_sends_fs_group_as_volume_mount_group_only_with_the_capability() {
     let args = json!({"fsGroup": 3000});
-    for (flags, expected) in [
-        (&["--enable-volume-mount-group"][..], Some("3000")),
-        (&[][..], None),
+    // The e2e mock driver has VOLUME_MOUNT_GROUP (--volume-mount-group); hostpath has not.
+    let with_cap = DriverProcess::mock(DRIVER, &["--disable-attach", "--volume-mount-group"]);
+    for (driver, expected) in [
+        (with_cap, true),
+        (DriverProcess::hostpath("node-1", &[]), false),
     ] {
-        let f = Fixture::new(flags, Fixture::no_attach());
-        let handle = create_volume(&f.driver, "pv-vmg", false, GIB);
+        let f = Fixture::with(driver, no_attach(json!({})));
+        let handle = f.driver.create_volume("pv-vmg", false, GIB);
         let spec = fs_spec(&handle);
         let a = f.host.attacher();
         let dmp = a.device_mount_path(&spec).unwrap();
         a.mount_device(&spec, &dmp, Some(&args)).unwrap();
-        let cap = rpcs(&f.driver, "NodeStageVolume")[0]["request"]["volume_capability"].to_string();
+        let stage = f.driver.last_request("NodeStageVolume");
         assert_eq!(
-            cap.contains("\"3000\""),
-            expected.is_some(),
-            "{flags:?}: {cap}"
+            mount_capability(&stage)["volume_mount_group"] == "3000",
+            expected,
+            "{stage}"
         );
         a.unmount_device(&dmp).unwrap();
     }
@@ -207,14 +209,14 @@ fn mount_device_appends_selinux_context_when_gate_and_driver_allow_it() {
         "featureGates": {"SELinuxMountReadWriteOncePod": true},
         "csiDrivers": [{"metadata": {"name": DRIVER}, "spec": {"attachRequired": false, "seLinuxMount": true}}],
     });
-    let f = Fixture::new(&[], config);
-    let handle = create_volume(&f.driver, "pv-selinux", false, GIB);
+    let f = Fixture::new(config);
+    let handle = f.driver.create_volume("pv-selinux", false, GIB);
     let spec = fs_spec(&handle);
     let a = f.host.attacher();
     let dmp = a.device_mount_path(&spec).unwrap();
     a.mount_device(&spec, &dmp, Some(&json!({"seLinuxLabel": "s0,c0"})))
         .unwrap();
-    let cap = rpcs(&f.driver, "NodeStageVolume")[0]["request"]["volume_capability"].to_string();
+    let cap = f.driver.calls("NodeStageVolume")[0]["Request"]["volume_capability"].to_string();
     assert!(cap.contains(r#"["test-op","context=\"s0,c0\""]"#), "{cap}");
     assert!(
         vol_data(&dmp).contains(r#""seLinuxMountContext":"s0,c0""#),
@@ -226,16 +228,16 @@ fn mount_device_appends_selinux_context_when_gate_and_driver_allow_it() {
 
 #[test]
 fn unmount_device_without_vol_data_is_a_no_op() {
-    let f = Fixture::new(&[], Fixture::no_attach());
+    let f = Fixture::new(no_attach(json!({})));
     let a = f.host.attacher();
     let dmp = a.device_mount_path(&fs_spec("gone")).unwrap();
     a.unmount_device(&dmp).unwrap();
-    assert!(rpcs(&f.driver, "NodeUnstageVolume").is_empty());
+    assert!(f.driver.calls("NodeUnstageVolume").is_empty());
 }
 
 #[test]
 fn unmount_device_with_corrupt_vol_data_fails() {
-    let f = Fixture::new(&[], Fixture::no_attach());
+    let f = Fixture::new(no_attach(json!({})));
     let a = f.host.attacher();
     let dmp = a.device_mount_path(&fs_spec("corrupt")).unwrap();
     std::fs::create_dir_all(&dmp).unwrap();
@@ -260,8 +262,7 @@ fn unmount_device_with_corrupt_vol_data_fails() {
 
 #[test]
 fn unmount_device_for_unregistered_driver_is_transient() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let host = Host::new(json!({}));
     let a = host.attacher();
     let dmp = a.device_mount_path(&fs_spec("vol-123")).unwrap();
     std::fs::create_dir_all(&dmp).unwrap();
@@ -282,7 +283,7 @@ fn unmount_device_for_unregistered_driver_is_transient() {
 
 #[test]
 fn device_mount_paths_outside_the_plugin_dir_are_refused() {
-    let f = Fixture::new(&[], Fixture::no_attach());
+    let f = Fixture::new(no_attach(json!({})));
     let a = f.host.attacher();
     let spec = fs_spec("vol-123");
     let plugins = f.root().join("plugins/kubernetes.io/csi");
@@ -305,8 +306,7 @@ fn device_mount_paths_outside_the_plugin_dir_are_refused() {
 
 #[test]
 fn wait_for_attach_without_api_server_fails_naming_the_attachment() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), Fixture::no_attach()));
+    let host = Host::new(no_attach(json!({})));
     let a = host.attacher();
     let err = a
         .wait_for_attach(
@@ -331,8 +331,7 @@ fn wait_for_attach_without_api_server_fails_naming_the_attachment() {
 
 #[test]
 fn attacher_of_a_freed_host_fails_with_failed_precondition() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let host = Host::new(json!({}));
     let a = host.attacher();
     drop(host);
     let err = a.device_mount_path(&fs_spec("vol-123")).unwrap_err();
@@ -341,52 +340,31 @@ fn attacher_of_a_freed_host_fails_with_failed_precondition() {
 
 #[test]
 fn filesystem_sequence_mount_device_set_up_tear_down_unmount_device_leaves_nothing() {
-    use kcsi::ffi::mounter::*;
-    use std::ptr;
-    let f = Fixture::new(&[], Fixture::no_attach());
-    let handle = create_volume(&f.driver, "pv-seq", false, GIB);
+    let f = Fixture::new(no_attach(json!({})));
+    let handle = f.driver.create_volume("pv-seq", false, GIB);
     let spec = fs_spec(&handle);
     let a = f.host.attacher();
     let dmp = a.device_mount_path(&spec).unwrap();
     a.mount_device(&spec, &dmp, None).unwrap();
 
-    let (s, p) = (
-        cstr(&spec.to_string()),
-        cstr(&pod("web", "uid-seq").to_string()),
-    );
-    let (mut m, mut u, mut path) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
-    let mut err = ptr::null_mut();
-    check(
-        kcsi_mounter_new(f.host.0, s.as_ptr(), p.as_ptr(), &mut m, &mut err),
-        err,
-    )
-    .unwrap();
-    check(kcsi_mounter_set_up(m, ptr::null(), &mut err), err).unwrap();
-    check(kcsi_mounter_path(m, &mut path, &mut err), err).unwrap();
-    kcsi_mounter_free(m);
-    let path = take_string(path);
+    let m = f.host.mounter(&spec, &pod("web", "uid-seq")).unwrap();
+    m.set_up(None).unwrap();
+    let path = m.path();
     assert_eq!(
-        rpcs(&f.driver, "NodePublishVolume")[0]["request"]["staging_target_path"],
+        f.driver.calls("NodePublishVolume")[0]["Request"]["staging_target_path"],
         dmp.as_str()
     );
-    std::fs::write(Path::new(&path).join("hello"), b"through the bind mount").unwrap();
+    std::fs::write(path.join("hello"), b"through the bind mount").unwrap();
     assert_eq!(
-        std::fs::read(f.backing_file(&handle).join("hello")).unwrap(),
+        std::fs::read(f.driver.volume_path(&handle).join("hello")).unwrap(),
         b"through the bind mount"
     );
 
-    let (name, uid) = (cstr("test-pv"), cstr("uid-seq"));
-    check(
-        kcsi_unmounter_new(f.host.0, name.as_ptr(), uid.as_ptr(), &mut u, &mut err),
-        err,
-    )
-    .unwrap();
-    check(kcsi_unmounter_tear_down(u, &mut err), err).unwrap();
-    kcsi_unmounter_free(u);
+    f.host.tear_down("test-pv", "uid-seq").unwrap();
     a.unmount_device(&dmp).unwrap();
     assert!(mounts_below(f.root()).is_empty());
     assert!(!Path::new(&dmp).parent().unwrap().exists());
-    assert!(!Path::new(&path).parent().unwrap().exists());
+    assert!(!path.parent().unwrap().exists());
 }
 
 #[test]
@@ -395,8 +373,7 @@ fn null_and_malformed_arguments_are_invalid_never_a_crash() {
     use kcsi::ffi::block::*;
     use kcsi::ffi::expand::kcsi_node_expand;
     use std::ptr::{null, null_mut};
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let host = Host::new(json!({}));
     let a = host.attacher();
     let spec = cstr(&fs_spec("vol-123").to_string());
     let bad = cstr("{not json");
@@ -404,7 +381,7 @@ fn null_and_malformed_arguments_are_invalid_never_a_crash() {
     let mut resized = false;
     let rcs = [
         kcsi_attacher_new(null_mut(), &mut null_mut(), null_mut()),
-        kcsi_attacher_new(host.0, null_mut(), null_mut()),
+        kcsi_attacher_new(host.ptr, null_mut(), null_mut()),
         kcsi_attacher_device_mount_path(null_mut(), spec.as_ptr(), &mut s, null_mut()),
         kcsi_attacher_device_mount_path(a.0, null(), &mut s, null_mut()),
         kcsi_attacher_device_mount_path(a.0, bad.as_ptr(), &mut s, null_mut()),
@@ -413,23 +390,23 @@ fn null_and_malformed_arguments_are_invalid_never_a_crash() {
         kcsi_attacher_mount_device(a.0, spec.as_ptr(), null(), null(), null_mut()),
         kcsi_attacher_mount_device(a.0, spec.as_ptr(), spec.as_ptr(), bad.as_ptr(), null_mut()),
         kcsi_attacher_unmount_device(a.0, null(), null_mut()),
-        kcsi_block_mapper_new(host.0, spec.as_ptr(), null(), &mut null_mut(), null_mut()),
+        kcsi_block_mapper_new(host.ptr, spec.as_ptr(), null(), &mut null_mut(), null_mut()),
         kcsi_block_mapper_paths(null_mut(), &mut s, null_mut()),
         kcsi_block_mapper_set_up_device(null_mut(), &mut s, null_mut()),
         kcsi_block_mapper_map_pod_device(null_mut(), &mut s, null_mut()),
-        kcsi_block_unmapper_new(host.0, null(), spec.as_ptr(), &mut null_mut(), null_mut()),
+        kcsi_block_unmapper_new(host.ptr, null(), spec.as_ptr(), &mut null_mut(), null_mut()),
         kcsi_block_unmapper_unmap_pod_device(null_mut(), null_mut()),
         kcsi_block_unmapper_tear_down_device(null_mut(), null(), null(), null_mut()),
         kcsi_construct_block_volume_spec(
-            host.0,
+            host.ptr,
             null(),
             spec.as_ptr(),
             spec.as_ptr(),
             &mut s,
             null_mut(),
         ),
-        kcsi_node_expand(host.0, null(), &mut resized, null_mut()),
-        kcsi_node_expand(host.0, bad.as_ptr(), &mut resized, null_mut()),
+        kcsi_node_expand(host.ptr, null(), &mut resized, null_mut()),
+        kcsi_node_expand(host.ptr, bad.as_ptr(), &mut resized, null_mut()),
         kcsi_node_expand(null_mut(), bad.as_ptr(), &mut resized, null_mut()),
     ];
     for (i, rc) in rcs.into_iter().enumerate() {

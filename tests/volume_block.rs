@@ -1,17 +1,15 @@
-//! Block volumes through the C API against the stand-in hostpath driver, which attaches a loop
-//! device and bind-mounts it onto the publish file: SetUpDevice → MapPodDevice → I/O through
-//! the device file → UnmapPodDevice → TearDownDevice, and the error paths.
+//! Block volumes through the C API against the real csi-driver-host-path, which attaches a
+//! loop device at CreateVolume and bind-mounts it onto the publish file: SetUpDevice → MapPodDevice → I/O through
+//! the device file → UnmapPodDevice → TearDownDevice, and the error paths (faults and a driver without staging from csi-fault-driver).
 
-#[path = "attacher_support/mod.rs"]
-mod attacher_support;
 mod common;
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use attacher_support::*;
-use common::DRIVER;
+use common::capi::*;
+use common::*;
 use kcsi::ffi::*;
 use serde_json::{json, Value};
 
@@ -30,12 +28,11 @@ fn data_file(root: &Path, spec: &str) -> std::path::PathBuf {
 
 #[test]
 fn block_mapper_paths_follow_upstream_layout_and_vol_data_is_written() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let host = Host::new(json!({}));
     let m = host
         .mapper(&block_spec("test.spec.1", "vol-123"), &pod("p", POD_UID))
         .unwrap();
-    let r = root.path().display();
+    let r = host.root().display();
     let base = format!("{r}/plugins/kubernetes.io/csi/volumeDevices");
     let paths = m.paths();
     assert_eq!(paths["globalMapPath"], format!("{base}/test.spec.1/dev"));
@@ -52,7 +49,7 @@ fn block_mapper_paths_follow_upstream_layout_and_vol_data_is_written() {
     assert_eq!(paths["volumeDataDir"], format!("{base}/test.spec.1/data"));
     let attachment = kcsi::disk::paths::attachment_name("vol-123", DRIVER, "node-1");
     assert_eq!(
-        std::fs::read_to_string(data_file(root.path(), "test.spec.1")).unwrap(),
+        std::fs::read_to_string(data_file(host.root(), "test.spec.1")).unwrap(),
         format!(
             "{{\"attachmentID\":\"{attachment}\",\"driverName\":\"{DRIVER}\",\"nodeName\":\"node-1\",\"specVolID\":\"test.spec.1\",\"volumeHandle\":\"vol-123\"}}\n"
         )
@@ -72,9 +69,9 @@ fn block_mapper_paths_follow_upstream_layout_and_vol_data_is_written() {
 
 #[test]
 fn block_volume_round_trip_writes_through_the_published_device_file() {
-    let f = Fixture::new(&[], Fixture::no_attach());
-    let handle = create_volume(&f.driver, "pv-block", true, 4 * MIB);
-    let backing = f.backing_file(&handle);
+    let f = Fixture::new(no_attach(json!({})));
+    let handle = f.driver.create_volume("pv-block", true, 4 * MIB);
+    let backing = f.driver.volume_path(&handle);
     let spec = block_spec("pv-block", &handle);
     let m = f.host.mapper(&spec, &pod("p", POD_UID)).unwrap();
     let paths = m.paths();
@@ -82,16 +79,13 @@ fn block_volume_round_trip_writes_through_the_published_device_file() {
     let staging = m.set_up_device().unwrap();
     assert_eq!(staging, paths["stagingPath"].as_str().unwrap());
     assert!(Path::new(&staging).is_dir());
-    let stage = &rpcs(&f.driver, "NodeStageVolume")[0]["request"];
+    let stage = &f.driver.calls("NodeStageVolume")[0]["Request"];
     assert_eq!(stage["staging_target_path"], staging.as_str());
-    assert!(
-        stage["volume_capability"].to_string().contains("block"),
-        "{stage}"
-    );
+    assert!(block_capability(stage).is_object(), "{stage}");
 
     let publish = m.map_pod_device().unwrap();
     assert_eq!(publish, paths["publishPath"].as_str().unwrap());
-    let req = &rpcs(&f.driver, "NodePublishVolume")[0]["request"];
+    let req = &f.driver.calls("NodePublishVolume")[0]["Request"];
     assert_eq!(req["target_path"], publish.as_str());
     assert_eq!(req["staging_target_path"], staging.as_str());
     assert!(
@@ -101,7 +95,7 @@ fn block_volume_round_trip_writes_through_the_published_device_file() {
     assert_eq!(
         loop_devices(&backing).len(),
         1,
-        "driver attached a loop device"
+        "the driver attached a loop device (at CreateVolume)"
     );
 
     let payload = b"kcsi block volume round trip";
@@ -128,7 +122,7 @@ fn block_volume_round_trip_writes_through_the_published_device_file() {
     );
 
     // A restarted host finds the volume from disk alone.
-    let fresh = CHost::new(&Fixture::config(f.root(), Fixture::no_attach()));
+    let fresh = Host::on_root(f.root(), no_attach(json!({})));
     fresh.register(DRIVER, &f.driver.endpoint());
     let rebuilt = fresh
         .construct_block_spec(POD_UID, "pv-block", "/unused/map/path")
@@ -150,7 +144,6 @@ fn block_volume_round_trip_writes_through_the_published_device_file() {
         !Path::new(&publish).exists(),
         "driver removed the device file"
     );
-    wait_loop_detached(&backing);
     let global = paths["globalMapPath"].as_str().unwrap();
     fresh
         .unmapper("pv-block", "")
@@ -158,7 +151,7 @@ fn block_volume_round_trip_writes_through_the_published_device_file() {
         .tear_down_device(global)
         .unwrap();
     assert_eq!(
-        rpcs(&f.driver, "NodeUnstageVolume")[0]["request"]["staging_target_path"],
+        f.driver.calls("NodeUnstageVolume")[0]["Request"]["staging_target_path"],
         staging.as_str()
     );
     let devices = f.root().join("plugins/kubernetes.io/csi/volumeDevices");
@@ -166,13 +159,18 @@ fn block_volume_round_trip_writes_through_the_published_device_file() {
         assert!(!devices.join(gone).exists(), "{gone} removed");
     }
     assert!(mounts_below(f.root()).is_empty());
-    wait_loop_detached(&backing);
+    // hostpathplugin keeps the loop device until DeleteVolume; the fixture detaches it.
+    assert_eq!(
+        loop_devices(&backing).len(),
+        1,
+        "kcsi leaves the driver's device alone"
+    );
 }
 
 #[test]
 fn set_up_device_final_error_removes_data_dev_and_staging() {
-    let f = Fixture::new(&["--fail-rpc=NodeStageVolume=3"], Fixture::no_attach());
-    let handle = create_volume(&f.driver, "pv-fail", true, MIB);
+    let f = Fixture::faulty(&["--fail-rpc=NodeStageVolume=3"], no_attach(json!({})));
+    let handle = f.driver.create_volume("pv-fail", true, MIB);
     let m = f
         .host
         .mapper(&block_spec("pv-fail", &handle), &pod("p", POD_UID))
@@ -192,10 +190,10 @@ fn set_up_device_final_error_removes_data_dev_and_staging() {
 
 #[test]
 fn set_up_device_stage_timeout_is_uncertain_and_keeps_files() {
-    let mut config = Fixture::no_attach();
+    let mut config = no_attach(json!({}));
     config["timeoutSeconds"] = json!(1);
-    let f = Fixture::new(&["--hang-rpc=NodeStageVolume"], config);
-    let handle = create_volume(&f.driver, "pv-hang", true, MIB);
+    let f = Fixture::faulty(&["--hang-rpc=NodeStageVolume"], config);
+    let handle = f.driver.create_volume("pv-hang", true, MIB);
     let m = f
         .host
         .mapper(&block_spec("pv-hang", &handle), &pod("p", POD_UID))
@@ -207,23 +205,23 @@ fn set_up_device_stage_timeout_is_uncertain_and_keeps_files() {
 
 #[test]
 fn set_up_device_without_stage_capability_returns_no_staging_path() {
-    let f = Fixture::new(
+    let f = Fixture::faulty(
         &["--disable-node-cap=STAGE_UNSTAGE_VOLUME"],
-        Fixture::no_attach(),
+        no_attach(json!({})),
     );
-    let handle = create_volume(&f.driver, "pv-nostage", true, MIB);
+    let handle = f.driver.create_volume("pv-nostage", true, MIB);
     let m = f
         .host
         .mapper(&block_spec("pv-nostage", &handle), &pod("p", POD_UID))
         .unwrap();
     assert_eq!(m.set_up_device().unwrap(), "");
-    assert!(rpcs(&f.driver, "NodeStageVolume").is_empty());
+    assert!(f.driver.calls("NodeStageVolume").is_empty());
     let publish = m.map_pod_device().unwrap();
     assert!(Path::new(&publish).exists());
     let u = f.host.unmapper("pv-nostage", POD_UID).unwrap();
     u.unmap_pod_device().unwrap();
     u.tear_down_device("").unwrap();
-    assert!(rpcs(&f.driver, "NodeUnstageVolume").is_empty());
+    assert!(f.driver.calls("NodeUnstageVolume").is_empty());
     assert!(!f
         .root()
         .join("plugins/kubernetes.io/csi/volumeDevices/pv-nostage")
@@ -233,15 +231,15 @@ fn set_up_device_without_stage_capability_returns_no_staging_path() {
 #[test]
 fn map_pod_device_sends_pod_info_when_the_csidriver_asks_for_it() {
     let config = json!({"csiDrivers": [{"metadata": {"name": DRIVER}, "spec": {"attachRequired": false, "podInfoOnMount": true}}]});
-    let f = Fixture::new(&[], config);
-    let handle = create_volume(&f.driver, "pv-info", true, MIB);
+    let f = Fixture::new(config);
+    let handle = f.driver.create_volume("pv-info", true, MIB);
     let m = f
         .host
         .mapper(&block_spec("pv-info", &handle), &pod("test-pod", POD_UID))
         .unwrap();
     m.set_up_device().unwrap();
     m.map_pod_device().unwrap();
-    let ctx = &rpcs(&f.driver, "NodePublishVolume")[0]["request"]["volume_context"];
+    let ctx = &f.driver.calls("NodePublishVolume")[0]["Request"]["volume_context"];
     assert_eq!(
         ctx,
         &json!({
@@ -259,8 +257,7 @@ fn map_pod_device_sends_pod_info_when_the_csidriver_asks_for_it() {
 
 #[test]
 fn block_operations_for_an_unregistered_driver_are_transient() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), Fixture::no_attach()));
+    let host = Host::new(no_attach(json!({})));
     let m = host
         .mapper(&block_spec("pv-x", "vol-x"), &pod("p", POD_UID))
         .unwrap();
@@ -278,13 +275,12 @@ fn block_operations_for_an_unregistered_driver_are_transient() {
             "{err:?}"
         );
     }
-    assert!(data_file(root.path(), "pv-x").exists(), "nothing removed");
+    assert!(data_file(host.root(), "pv-x").exists(), "nothing removed");
 }
 
 #[test]
 fn block_unmapper_without_vol_data_is_not_found() {
-    let root = common::short_tempdir("kcsi-root");
-    let host = CHost::new(&Fixture::config(root.path(), json!({})));
+    let host = Host::new(json!({}));
     let err = host.unmapper("missing", POD_UID).unwrap_err();
     assert_eq!(err.result, KCSI_ERR_NOT_FOUND, "{err:?}");
     assert!(
@@ -301,13 +297,11 @@ fn block_unmapper_without_vol_data_is_not_found() {
 
 #[test]
 fn tear_down_device_never_removes_a_mounted_device_file() {
-    let f = Fixture::new(
-        &["--disable-node-cap=STAGE_UNSTAGE_VOLUME"],
-        Fixture::no_attach(),
-    );
+    let f = Fixture::new(no_attach(json!({})));
+    let handle = f.driver.create_volume("pv-busy", true, MIB);
     let (host, root) = (&f.host, f.root());
     let m = host
-        .mapper(&block_spec("pv-busy", "vol-busy"), &pod("p", POD_UID))
+        .mapper(&block_spec("pv-busy", &handle), &pod("p", POD_UID))
         .unwrap();
     // What the kubelet's MapBlockVolume leaves: a file in the global map path with a bind mount.
     let global = m.paths()["globalMapPath"].as_str().unwrap().to_string();

@@ -1,0 +1,153 @@
+"""Explicit methods of the handle classes, GENERATED from include/kcsi.h by
+bindings/python/gen_signatures.py. Do not edit. Each method calls the C function of the same
+name with the conventions of kcsi.call (JSON parameters take dicts, outputs are returned).
+"""
+# fmt: off
+
+
+class _AttacherMethods:
+    __slots__ = ()
+
+    def wait_for_attach(self, spec_json, timeout_ms):
+        "kcsi_attacher_wait_for_attach: Checks once that the volume's VolumeAttachment (`csi-<sha256(handle+driver+node)>`) is attached, and writes its name to `*device_path_out` (caller frees it with `kcsi_string_free`). Not attached yet or unreadable: transient; attach error (its message verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout."
+        return self._invoke('kcsi_attacher_wait_for_attach', (spec_json, timeout_ms))
+
+    def device_mount_path(self, spec_json):
+        'kcsi_attacher_device_mount_path: The global (staging) mount path of a PersistentVolume spec: `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`. Caller frees `*path_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_attacher_device_mount_path', (spec_json,))
+
+    def mount_device(self, spec_json, device_mount_path, args_json=None):
+        'kcsi_attacher_mount_device: MountDevice: creates `device_mount_path` (mode 0750), records `vol_data.json` next to it and, when the driver has STAGE_UNSTAGE_VOLUME, calls NodeStageVolume there. `args_json` (NULL = none): `{"fsGroup": int, "seLinuxLabel": string}`. Errors are classed as the kubelet\'s: uncertain when the driver may still be staging, transient when nothing changed. Nullable: args_json.'
+        return self._invoke('kcsi_attacher_mount_device', (spec_json, device_mount_path, args_json))
+
+    def unmount_device(self, device_mount_path):
+        'kcsi_attacher_unmount_device: UnmountDevice: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) with what the `vol_data.json` next to `device_mount_path` recorded, then removes the global mount dir. Succeeds without doing anything when that file is missing; a corrupt file is an error.'
+        return self._invoke('kcsi_attacher_unmount_device', (device_mount_path,))
+
+
+class _BlockMapperMethods:
+    __slots__ = ()
+
+    def paths(self):
+        'kcsi_block_mapper_paths: The mapper\'s paths as JSON: `{"globalMapPath", "stagingPath", "publishDir", "publishPath", "podDeviceMapPath", "podDeviceMapName", "volumeDataDir", "metricsPath"}`. Caller frees `*paths_json_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_block_mapper_paths', ())
+
+    def set_up_device(self):
+        'kcsi_block_mapper_set_up_device: SetUpDevice: NodeStageVolume with block access at the staging path, when the driver has STAGE_UNSTAGE_VOLUME. `*staging_path_out` receives the staging path, or "" when the driver does not stage (caller frees it with `kcsi_string_free`). A final error removes the volume\'s files (vol_data.json included).'
+        return self._invoke('kcsi_block_mapper_set_up_device', ())
+
+    def map_pod_device(self):
+        'kcsi_block_mapper_map_pod_device: MapPodDevice: NodePublishVolume with block access; the driver creates the device file at the publish path, written to `*publish_path_out` (caller frees it with `kcsi_string_free`).'
+        return self._invoke('kcsi_block_mapper_map_pod_device', ())
+
+
+class _BlockUnmapperMethods:
+    __slots__ = ()
+
+    def unmap_pod_device(self):
+        "kcsi_block_unmapper_unmap_pod_device: UnmapPodDevice: NodeUnpublishVolume of the pod's publish path. Needs an unmapper made with a pod UID."
+        return self._invoke('kcsi_block_unmapper_unmap_pod_device', ())
+
+    def tear_down_device(self, global_map_path=None, device_path=None):
+        "kcsi_block_unmapper_tear_down_device: TearDownDevice: NodeUnstageVolume when the staging path exists, then removal of the volume's leftover files without crossing a mount point. `global_map_path` and `device_path` (either may be NULL) are only logged, as upstream only logs them. Nullable: global_map_path, device_path."
+        return self._invoke('kcsi_block_unmapper_tear_down_device', (global_map_path, device_path))
+
+
+class _HostMethods:
+    __slots__ = ()
+
+    def status(self):
+        'kcsi_host_status: The host\'s status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ..., "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen", "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts", "lastError"}]}` with `state` one of `registering`, `registered`, `retrying` (failed, tried again with backoff) or `rejected` (refused until the socket is re-created). Caller frees `*status_json_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_host_status', ())
+
+    def validate_plugin(self, name, endpoint, versions):
+        "kcsi_validate_plugin: Checks a driver's name, endpoint and supported versions as the kubelet's `ValidatePlugin` does, without registering anything. `versions` is an array of `versions_len` strings."
+        return self._invoke('kcsi_validate_plugin', (name, endpoint, versions))
+
+    def register_plugin(self, name, endpoint, versions, timeout_ms):
+        "kcsi_register_plugin: Registers a CSI driver as the kubelet's `RegisterPlugin` does: stores it, calls `NodeGetInfo` over its socket and publishes the node info (with a kubeconfig: Node and CSINode). Any failure rolls the registration back. Blocks for at most `timeout_ms` milliseconds (`<= 0`: the host's timeout)."
+        return self._invoke('kcsi_register_plugin', (name, endpoint, versions, timeout_ms))
+
+    def deregister_plugin(self, name):
+        "kcsi_deregister_plugin: Deregisters a CSI driver as the kubelet's `DeRegisterPlugin` does and removes its node info. `KCSI_ERR_NOT_FOUND` when no driver of that name is registered (node info is still cleaned up)."
+        return self._invoke('kcsi_deregister_plugin', (name,))
+
+    def list_drivers(self):
+        'kcsi_list_drivers: The registered drivers as a JSON array of `{"name", "endpoint", "highestSupportedVersion", "nodeId", "maxVolumesPerNode", "topology"}`, sorted by name. Caller frees `*drivers_json_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_list_drivers', ())
+
+    def get_volume_name(self, spec_json):
+        'kcsi_get_volume_name: The unique volume name `<driver>^<volumeHandle>` of a PersistentVolume spec (inline volumes have none: `KCSI_ERR_INVALID_ARGUMENT`). Caller frees `*name_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_get_volume_name', (spec_json,))
+
+    def can_support(self, spec_json):
+        'kcsi_can_support: Whether the spec has a CSI source (PV or inline).'
+        return self._invoke('kcsi_can_support', (spec_json,))
+
+    def can_attach(self, spec_json):
+        'kcsi_can_attach: Whether the volume needs attaching: false for inline volumes and for drivers whose CSIDriver says `attachRequired: false`; true when no CSIDriver exists.'
+        return self._invoke('kcsi_can_attach', (spec_json,))
+
+    def can_device_mount(self, spec_json):
+        'kcsi_can_device_mount: Whether the volume is device-mounted (staged): true for PersistentVolumes, false for inline volumes.'
+        return self._invoke('kcsi_can_device_mount', (spec_json,))
+
+    def requires_remount(self, spec_json):
+        "kcsi_requires_remount: Whether the volume must be re-published periodically (the CSIDriver's `requiresRepublish`); false when the driver has no CSIDriver object."
+        return self._invoke('kcsi_requires_remount', (spec_json,))
+
+    def attacher_new(self):
+        'kcsi_attacher_new: Creates an attacher for host `h`. On success `*out` receives a handle the caller owns and frees with `kcsi_attacher_free`; on error it is unchanged.'
+        return self._invoke('kcsi_attacher_new', ())
+
+    def mounter_new(self, spec_json, pod_json):
+        'kcsi_mounter_new: Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does no I/O and needs no registered driver. Unsafe pod UIDs or volume names are `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with `kcsi_mounter_free`; on error it is unchanged.'
+        return self._invoke('kcsi_mounter_new', (spec_json, pod_json))
+
+    def unmounter_new(self, spec_name, pod_uid):
+        'kcsi_unmounter_new: Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json` its SetUp wrote (so it works after a restart, with a new host). A missing file is `KCSI_ERR_NOT_FOUND`, a corrupt one `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`.'
+        return self._invoke('kcsi_unmounter_new', (spec_name, pod_uid))
+
+    def block_mapper_new(self, spec_json, pod_json):
+        'kcsi_block_mapper_new: Creates a block mapper for a `volumeMode: Block` PersistentVolume spec and a pod (core/v1 Pod JSON with `metadata.uid`), and writes `<rootDir>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json`. On success `*out` receives a handle the caller frees with `kcsi_block_mapper_free`.'
+        return self._invoke('kcsi_block_mapper_new', (spec_json, pod_json))
+
+    def block_unmapper_new(self, spec_name, pod_uid):
+        'kcsi_block_unmapper_new: Creates a block unmapper from the volume\'s `data/vol_data.json`. `pod_uid` may be "" to only tear the device down (the kubelet\'s UnmountDevice has no pod). On success `*out` receives a handle the caller frees with `kcsi_block_unmapper_free`.'
+        return self._invoke('kcsi_block_unmapper_new', (spec_name, pod_uid))
+
+    def node_expand(self, options_json):
+        'kcsi_node_expand: Expands a volume on this node (NodeExpandVolume). `options_json`: `{"spec": <spec>, "devicePath", "deviceMountPath", "deviceStagePath", "newSize": "<quantity>", "oldSize": "<quantity>"}`; block volumes (`volumeMode: Block`) are expanded at `devicePath`, others at `deviceMountPath`. On success `*resized_out` is true. A driver without EXPAND_VOLUME gives `KCSI_ERR_NOT_SUPPORTED` (the volume was not resized). The driver\'s gRPC code stays on the error: FailedPrecondition (in use) and InvalidArgument / OutOfRange / NotFound (infeasible) are final; codes that may still be in progress are uncertain.'
+        return self._invoke('kcsi_node_expand', (options_json,))
+
+    def construct_volume_spec(self, volume_name, mount_path):
+        'kcsi_construct_volume_spec: Rebuilds the spec of a mounted volume from `<mount_path>/vol_data.json`, `mount_path` being the per-volume dir `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>` (anything outside `<rootDir>/pods/` is `KCSI_ERR_INVALID_ARGUMENT`). `*reconstructed_json_out` receives `{"spec": <spec_json as the other calls take it>, "seLinuxMountContext": "<label or empty>"}`: a PersistentVolume (volumeMode Filesystem) with driver and handle, or for an ephemeral volume an inline Volume with its driver. A missing file is `KCSI_ERR_NOT_FOUND`. Caller frees the string with `kcsi_string_free`.'
+        return self._invoke('kcsi_construct_volume_spec', (volume_name, mount_path))
+
+    def construct_block_volume_spec(self, pod_uid, spec_name, map_path):
+        'kcsi_construct_block_volume_spec: Rebuilds a block volume\'s spec after a restart from its `data/vol_data.json`: `{"persistentVolume": <PV with name, csi.driver, csi.volumeHandle, volumeMode Block>, "readOnly": false}`. `pod_uid` and `map_path` are only logged. Caller frees `*spec_json_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_construct_block_volume_spec', (pod_uid, spec_name, map_path))
+
+
+class _MounterMethods:
+    __slots__ = ()
+
+    def path(self):
+        'kcsi_mounter_path: The mount path the volume is published at: `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>/mount`. Caller frees `*path_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_mounter_path', ())
+
+    def set_up(self, args_json=None):
+        'kcsi_mounter_set_up: Publishes the volume (the kubelet\'s `SetUp`): NodePublishVolume into the mount path, with `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int, "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string}`, all optional, unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final (then the directory is removed unless something is mounted on it). Nullable: args_json.'
+        return self._invoke('kcsi_mounter_set_up', (args_json,))
+
+    def metrics(self):
+        'kcsi_mounter_metrics: The published volume\'s usage from NodeGetVolumeStats as JSON: `{"time", "capacityBytes", "availableBytes", "usedBytes", "inodes", "inodesFree", "inodesUsed"}`, plus `"abnormal"` and `"message"` when the gate `CSIVolumeHealth` is on and the driver reports volume conditions. `KCSI_ERR_NOT_SUPPORTED` when the driver lacks GET_VOLUME_STATS. Caller frees `*metrics_json_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_mounter_metrics', ())
+
+
+class _UnmounterMethods:
+    __slots__ = ()
+
+    def tear_down(self):
+        "kcsi_unmounter_tear_down: Tears the volume down (the kubelet's `TearDown`): NodeUnpublishVolume, then removes the mount dir and `vol_data.json` unless the target is still mounted. A driver that is not registered is transient; a failed NodeUnpublishVolume is final."
+        return self._invoke('kcsi_unmounter_tear_down', ())

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Rust suite: unit tests and the integration suites in tests/ (against the real peers: the
+# hostpath driver, csi-sanity, kube-apiserver on etcd; the fault driver where a test injects a
+# fault). Extra arguments go to cargo test, e.g. scripts/test-rust.sh --test volume_mounter;
+# KCSI_TEST_THREADS (default 4) sets the test threads per binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec cargo test "$@" -- --test-threads="${KCSI_TEST_THREADS:-4}"
