@@ -2,7 +2,6 @@ package kcsi
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,16 +25,6 @@ func TestConfigSendsPluginWatcherKeys(t *testing.T) {
 	if strings.Contains(string(b), "plugin") {
 		t.Fatalf("unset watcher keys were sent: %s", b)
 	}
-}
-
-// peerBinary is a real peer from the repository's cache (scripts/peers/path.sh NAME).
-func peerBinary(t testing.TB, name string) string {
-	t.Helper()
-	out, err := exec.Command("../../scripts/peers/path.sh", name).Output()
-	if err != nil {
-		t.Fatalf("peer %s is not built (scripts/peers/build.sh): %v", name, err)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // startPeer runs a peer until the test ends (SIGTERM, then SIGKILL).
@@ -66,20 +55,13 @@ func startPeer(t testing.TB, bin string, args ...string) {
 func TestPluginWatcherRegistersTheRealRegistrarsDriver(t *testing.T) {
 	root := shortTempDir(t, "kcsigo-w")
 	h := newTestHost(t, Config{NodeName: "go-node", RootDir: root, PluginWatcher: true})
+	// The driver's socket where a DaemonSet puts it: <root>/plugins/<driver>/csi.sock.
 	dir := filepath.Join(root, "plugins", "hostpath.csi.k8s.io")
 	os.MkdirAll(dir, 0o755)
-	sock := filepath.Join(dir, "csi.sock")
-	startPeer(t, peerBinary(t, "hostpath"), "--endpoint=unix://"+sock, "--nodeid=go-node",
-		"--statedir="+filepath.Join(dir, "state"), "--drivername=hostpath.csi.k8s.io")
-	waitFor(t, "driver socket", func() bool {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	startPeer(t, peerBinary(t, "registrar"), "--csi-address="+sock, "--kubelet-registration-path="+sock,
-		"--plugin-registration-path="+filepath.Join(root, "plugins_registry"))
+	d := startDriver(t, peerBinary(t, "hostpath", "KCSI_HOSTPATH"), dir, "hostpath.csi.k8s.io",
+		[]string{"--nodeid=go-node", "--statedir=" + filepath.Join(dir, "state")})
+	startPeer(t, peerBinary(t, "registrar", "KCSI_REGISTRAR"), "--csi-address="+d.Socket,
+		"--kubelet-registration-path="+d.Socket, "--plugin-registration-path="+filepath.Join(root, "plugins_registry"))
 	var st *HostStatus
 	waitFor(t, "registered", func() bool {
 		var err error
