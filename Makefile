@@ -38,7 +38,8 @@ check-header:
 peers:
 	scripts/peers/build.sh
 
-## demo: build everything and register a real CSI driver through the C API.
+## demo: build everything, then a node agent on libkcsi with the plugin watcher takes one volume
+## through its life against the real hostpath driver and node-driver-registrar.
 demo: build peers
 	scripts/demo.sh
 

@@ -428,18 +428,26 @@ void kcsi_error_free(kcsi_error *e);
 void kcsi_string_free(char *s);
 
 // Creates a host from `config_json` (see the C API contract: `nodeName` and `rootDir` are
-// required; unknown keys are rejected). On success `*host_out` receives a host the caller
-// owns and frees with `kcsi_host_free`; on error it is unchanged.
+// required; unknown keys are rejected). With `"pluginWatcher": true` the host watches
+// `<rootDir>/plugins_registry/` (or `"pluginsRegistryDir"`, an absolute path) for
+// node-driver-registrar sockets and registers their drivers as the kubelet's plugin manager
+// does; the directory is created if missing. On success `*host_out` receives a host the
+// caller owns and frees with `kcsi_host_free`; on error it is unchanged.
 kcsi_result kcsi_host_new(const char *config_json, kcsi_host **host_out, kcsi_error **err_out);
 
-// The host's status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...}`. Caller
-// frees `*status_json_out` with `kcsi_string_free`.
+// The host's status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...,
+// "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen",
+// "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts",
+// "lastError"}]}` with `state` one of `registering`, `registered`, `retrying` (failed, tried
+// again with backoff) or `rejected` (refused until the socket is re-created). Caller frees
+// `*status_json_out` with `kcsi_string_free`.
 kcsi_result kcsi_host_status(kcsi_host *h, char **status_json_out, kcsi_error **err_out);
 
-// Frees a host and stops its background work. Handles created from it stay valid and then
-// fail with `KCSI_ERR_FAILED_PRECONDITION`. A call on the host still running in another
-// thread finishes first (the host goes when the last such call returns). Calling with NULL
-// is fine.
+// Frees a host and stops its background work, the plugin watcher at once (drivers it
+// registered stay registered, as when a kubelet stops). Handles created from it stay valid
+// and then fail with `KCSI_ERR_FAILED_PRECONDITION`. A call on the host still running in
+// another thread finishes first (the host goes when the last such call returns). Calling
+// with NULL is fine.
 void kcsi_host_free(kcsi_host *h);
 
 // Checks a driver's name, endpoint and supported versions as the kubelet's `ValidatePlugin`

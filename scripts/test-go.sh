@@ -15,11 +15,12 @@ GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 export GOTOOLCHAIN=local GOPROXY=off   # the package needs nothing but the standard library
 
 make --no-print-directory install PREFIX="$PREFIX" || exit 1
-for peer in hostpath mockdriver; do
+for peer in hostpath mockdriver registrar; do
   scripts/peers/path.sh "$peer" >/dev/null 2>&1 || scripts/peers/build.sh "$peer" || exit 1
 done
-export KCSI_HOSTPATH KCSI_MOCKDRIVER
+export KCSI_HOSTPATH KCSI_MOCKDRIVER KCSI_REGISTRAR
 KCSI_HOSTPATH=$(scripts/peers/path.sh hostpath)
+KCSI_REGISTRAR=$(scripts/peers/path.sh registrar)
 KCSI_MOCKDRIVER=$(scripts/peers/path.sh mockdriver)
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

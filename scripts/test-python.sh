@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 if [ -z "${KCSI_LIB:-}" ] && [ ! -e target/release/libkcsi.so ]; then
   make --no-print-directory build
 fi
-# The driver the tests start (the real hostpathplugin) must be built (`make peers`; scripts/test.sh does it).
-scripts/peers/path.sh hostpath >/dev/null || exit 1
+# The peers the tests start (the real hostpathplugin and node-driver-registrar) must be built
+# (`make peers`; scripts/test.sh does it).
+for peer in hostpath registrar; do scripts/peers/path.sh "$peer" >/dev/null || exit 1; done
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet pytest
 
 # The ctypes signatures must be the ones generated from the committed header.

@@ -39,6 +39,9 @@ struct RawConfig {
     feature_gates: BTreeMap<String, bool>,
     #[serde(default)]
     csi_drivers: Vec<CSIDriver>,
+    #[serde(default)]
+    plugin_watcher: bool,
+    plugins_registry_dir: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -50,6 +53,10 @@ pub struct HostConfig {
     pub feature_gates: BTreeMap<String, bool>,
     /// Standalone mode's stand-ins for the API's CSIDriver objects.
     pub csi_drivers: Vec<CSIDriver>,
+    /// Whether the host runs the kubelet's plugin watcher (`"pluginWatcher"`).
+    pub plugin_watcher: bool,
+    /// The watched directory when not `<rootDir>/plugins_registry` (`"pluginsRegistryDir"`).
+    pub plugins_registry_dir: Option<PathBuf>,
 }
 
 impl HostConfig {
@@ -108,6 +115,20 @@ impl HostConfig {
                 )));
             }
         }
+        let plugins_registry_dir = raw.plugins_registry_dir.map(PathBuf::from);
+        match &plugins_registry_dir {
+            Some(_) if !raw.plugin_watcher => {
+                return Err(Error::invalid(
+                    "host config is not valid: \"pluginsRegistryDir\" is set but \"pluginWatcher\" is not true",
+                ))
+            }
+            Some(dir) if !dir.is_absolute() || dir.as_os_str().as_encoded_bytes().contains(&0) => {
+                return Err(Error::invalid(format!(
+                    "host config is not valid: \"pluginsRegistryDir\" must be an absolute path, got {dir:?}"
+                )))
+            }
+            _ => {}
+        }
         Ok(HostConfig {
             node_name,
             root_dir: PathBuf::from(root_dir),
@@ -115,6 +136,8 @@ impl HostConfig {
             timeout,
             feature_gates: raw.feature_gates,
             csi_drivers: raw.csi_drivers,
+            plugin_watcher: raw.plugin_watcher,
+            plugins_registry_dir,
         })
     }
 
@@ -140,6 +163,25 @@ mod tests {
         assert!(HostConfig::from_json(r#"{"nodeName":"n","rootDir":"rel"}"#).is_err());
         let c = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r"}"#).unwrap();
         assert_eq!(c.timeout, DEFAULT_TIMEOUT);
+    }
+
+    #[test]
+    fn config_takes_plugin_watcher_and_refuses_a_stray_or_relative_registry_dir() {
+        let c = HostConfig::from_json(
+            r#"{"nodeName":"n","rootDir":"/r","pluginWatcher":true,"pluginsRegistryDir":"/reg"}"#,
+        )
+        .unwrap();
+        assert!(c.plugin_watcher);
+        assert_eq!(c.plugins_registry_dir, Some(PathBuf::from("/reg")));
+        let err =
+            HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","pluginsRegistryDir":"/reg"}"#)
+                .unwrap_err();
+        assert!(err.message().contains("pluginWatcher"), "{}", err.message());
+        let err = HostConfig::from_json(
+            r#"{"nodeName":"n","rootDir":"/r","pluginWatcher":true,"pluginsRegistryDir":"reg"}"#,
+        )
+        .unwrap_err();
+        assert!(err.message().contains("absolute"), "{}", err.message());
     }
 
     #[test]

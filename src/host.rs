@@ -2,6 +2,7 @@
 //! store, Kubernetes access). Hosts never share state; only the runtime is process-wide.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::authentication::v1::TokenRequestStatus;
 use k8s_openapi::api::core::v1::Pod;
@@ -12,6 +13,7 @@ use serde_json::json;
 use crate::config::HostConfig;
 use crate::csi::csi_client::NodeInfo;
 use crate::csi::driver_store::DriverStore;
+use crate::csi::plugin_watcher::PluginWatcher;
 use crate::disk::paths::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
@@ -23,6 +25,8 @@ pub struct Host {
     pub drivers: DriverStore,
     /// The API server side; `None` when standalone. Dropping it stops its background tasks.
     pub kube: Option<Kube>,
+    /// Set by [`Host::start`] when the config asks for `"pluginWatcher"`.
+    pub plugin_watcher: OnceLock<PluginWatcher>,
 }
 
 impl Host {
@@ -43,7 +47,31 @@ impl Host {
             config,
             drivers: DriverStore::default(),
             kube,
+            plugin_watcher: OnceLock::new(),
         })
+    }
+
+    /// [`Host::new`], then the plugin watcher if the config asks for it (its workers hold the
+    /// host weakly, so it must already be shared). Must run inside the runtime.
+    pub fn start(config: HostConfig) -> Result<Arc<Host>> {
+        let host = Arc::new(Host::new(config)?);
+        if host.config.plugin_watcher {
+            let dir = host
+                .config
+                .plugins_registry_dir
+                .clone()
+                .unwrap_or_else(|| host.layout.plugins_registry_dir());
+            let watcher = PluginWatcher::start(dir, Arc::downgrade(&host))?;
+            let _ = host.plugin_watcher.set(watcher);
+        }
+        Ok(host)
+    }
+
+    /// Stops what [`Host::start`] started.
+    pub fn stop(&self) {
+        if let Some(w) = self.plugin_watcher.get() {
+            w.stop();
+        }
     }
 
     /// The CSIDriver facts for `driver`: from the watched CSIDriver objects, or on standalone
@@ -165,6 +193,7 @@ impl Host {
             "csiDriversSynced": self.kube.as_ref().map(|k| k.csidrivers.is_synced()),
             "apiRequests": self.kube.as_ref().map(|k| k.api.requests_sent()),
             "drivers": self.drivers_json(),
+            "pluginWatcher": self.plugin_watcher.get().map(PluginWatcher::status),
         })
     }
 

@@ -31,6 +31,12 @@ type Config struct {
 	// CSIDrivers stand in for the API's CSIDriver objects in standalone mode: each a
 	// *storagev1.CSIDriver or its JSON (json.RawMessage or []byte).
 	CSIDrivers []any
+	// PluginWatcher makes the host watch PluginsRegistryDir for node-driver-registrar sockets
+	// and register their drivers, as the kubelet's plugin manager does.
+	PluginWatcher bool
+	// PluginsRegistryDir is the watched directory; empty means <RootDir>/plugins_registry.
+	// Only with PluginWatcher.
+	PluginsRegistryDir string
 }
 
 // MarshalJSON encodes c in the C API's host configuration form (camelCase keys, timeout in
@@ -43,12 +49,15 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		TimeoutSeconds float64         `json:"timeoutSeconds,omitempty"`
 		FeatureGates   map[string]bool `json:"featureGates,omitempty"`
 		CSIDrivers     []any           `json:"csiDrivers,omitempty"`
+		PluginWatcher  bool            `json:"pluginWatcher,omitempty"`
+		RegistryDir    string          `json:"pluginsRegistryDir,omitempty"`
 	}
 	drivers := make([]any, len(c.CSIDrivers))
 	for i, d := range c.CSIDrivers {
 		drivers[i] = rawBytes(d)
 	}
-	return json.Marshal(wire{c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.FeatureGates, drivers})
+	return json.Marshal(wire{c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.FeatureGates, drivers,
+		c.PluginWatcher, c.PluginsRegistryDir})
 }
 
 // Host is one node agent's instance of kcsi, with its own driver registry: two hosts in one
@@ -102,8 +111,30 @@ type HostStatus struct {
 	CSINodeInitialized bool     `json:"csiNodeInitialized"`
 	LastError          *string  `json:"lastError"` // what upstream hands to SetKubeletError; nil when healthy
 	Drivers            []Driver `json:"drivers"`
+	// PluginWatcher is nil unless Config.PluginWatcher is set.
+	PluginWatcher *PluginWatcherStatus `json:"pluginWatcher"`
 	// Raw is the whole answer, including fields this struct does not name.
 	Raw json.RawMessage `json:"-"`
+}
+
+// PluginWatcherStatus is what the host's plugin watcher saw.
+type PluginWatcherStatus struct {
+	Dir         string               `json:"dir"`
+	SocketsSeen uint64               `json:"socketsSeen"`
+	LastError   *string              `json:"lastError"` // a failure of the watcher itself
+	Sockets     []RegistrationSocket `json:"sockets"`
+}
+
+// RegistrationSocket is one registration socket in the watched directory.
+type RegistrationSocket struct {
+	Path string `json:"path"`
+	// State is "registering", "registered", "retrying" (tried again with backoff) or
+	// "rejected" (refused until the socket is re-created).
+	State     string  `json:"state"`
+	Driver    *string `json:"driver"`
+	Endpoint  *string `json:"endpoint"`
+	Attempts  int     `json:"attempts"`
+	LastError *string `json:"lastError"`
 }
 
 // Status returns the host's status. It does not block on drivers.

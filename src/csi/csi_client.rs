@@ -380,7 +380,7 @@ fn is_connect_failure(status: &Status) -> bool {
 }
 
 /// Go gRPC's error text, which driver authors grep for: `rpc error: code = X desc = Y`.
-fn go_status_text(status: &Status) -> String {
+pub(crate) fn go_status_text(status: &Status) -> String {
     let code = match status.code() {
         Code::Cancelled => "Canceled".to_string(),
         c => format!("{c:?}"),

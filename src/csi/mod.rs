@@ -5,6 +5,7 @@
 
 pub mod csi_client;
 pub mod driver_store;
+pub mod plugin_watcher;
 pub mod proto;
 pub mod registration;
 pub mod version;

@@ -95,6 +95,20 @@ pub async fn register(
     versions: &[String],
     timeout: Option<Duration>,
 ) -> Result<NodeInfo> {
+    register_generation(host, name, endpoint, versions, timeout)
+        .await
+        .map(|(info, _)| info)
+}
+
+/// [`register`], also returning the registration's generation, so that its owner (the plugin
+/// watcher) can later remove exactly this registration and never a newer one.
+pub async fn register_generation(
+    host: &Host,
+    name: &str,
+    endpoint: &str,
+    versions: &[String],
+    timeout: Option<Duration>,
+) -> Result<(NodeInfo, u64)> {
     tracing::info!(
         "{}",
         csi_log!("Register new plugin with name: {name} at endpoint: {endpoint}")
@@ -128,7 +142,7 @@ pub async fn register(
                     "{}",
                     csi_log!("registered CSI driver {name} (node id {:?})", info.node_id)
                 );
-                Ok(info)
+                Ok((info, driver.generation))
             } else {
                 Err(Error::new(
                     ErrorKind::FailedPrecondition,
@@ -205,4 +219,27 @@ pub async fn deregister(host: &Host, name: &str) -> Result<()> {
             quote(name)
         ))),
     }
+}
+
+/// `DeRegisterPlugin` for the registration `generation` only: when the driver was meanwhile
+/// deregistered by hand or replaced by another registration, nothing is removed.
+pub async fn deregister_generation(host: &Host, name: &str, generation: u64) -> Result<()> {
+    if !host.drivers.remove_generation(name, generation) {
+        tracing::info!(
+            "{}",
+            csi_log!("CSI driver {name} was deregistered or replaced since its registration; nothing to deregister")
+        );
+        return Ok(());
+    }
+    tracing::info!(
+        "{}",
+        csi_log!("registrationHandler.DeRegisterPlugin request for plugin {name}")
+    );
+    host.uninstall_node_info(name).await.map_err(|e| {
+        tracing::error!(
+            "{}",
+            csi_log!("registrationHandler.DeRegisterPlugin failed: {e}")
+        );
+        e
+    })
 }

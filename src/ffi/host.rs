@@ -3,9 +3,9 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use super::boundary::{free_box, guard, guard_value, out_arg, str_arg, write_string};
+use super::boundary::{free_box, guard, guard_value, out_arg, str_arg, write_string, write_value};
 use super::error::kcsi_error;
-use super::handle::{handle_arg, impl_handle, write_handle};
+use super::handle::{handle_arg, impl_handle};
 use super::kcsi_result;
 use crate::config::HostConfig;
 use crate::host::Host;
@@ -16,8 +16,11 @@ pub struct kcsi_host(Arc<Host>);
 impl_handle!(kcsi_host, "host", Host);
 
 /// Creates a host from `config_json` (see the C API contract: `nodeName` and `rootDir` are
-/// required; unknown keys are rejected). On success `*host_out` receives a host the caller
-/// owns and frees with `kcsi_host_free`; on error it is unchanged.
+/// required; unknown keys are rejected). With `"pluginWatcher": true` the host watches
+/// `<rootDir>/plugins_registry/` (or `"pluginsRegistryDir"`, an absolute path) for
+/// node-driver-registrar sockets and registers their drivers as the kubelet's plugin manager
+/// does; the directory is created if missing. On success `*host_out` receives a host the
+/// caller owns and frees with `kcsi_host_free`; on error it is unchanged.
 #[no_mangle]
 pub extern "C" fn kcsi_host_new(
     config_json: *const c_char,
@@ -29,13 +32,19 @@ pub extern "C" fn kcsi_host_new(
         out_arg(host_out, "host_out")?;
         logging::init();
         let _rt = runtime::handle()?.enter();
-        write_handle(host_out, Host::new(config)?);
+        // Started already shared: the plugin watcher holds the host weakly.
+        let host = Host::start(config)?;
+        write_value(host_out, Box::into_raw(Box::new(kcsi_host(host))));
         Ok(())
     })
 }
 
-/// The host's status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...}`. Caller
-/// frees `*status_json_out` with `kcsi_string_free`.
+/// The host's status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...,
+/// "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen",
+/// "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts",
+/// "lastError"}]}` with `state` one of `registering`, `registered`, `retrying` (failed, tried
+/// again with backoff) or `rejected` (refused until the socket is re-created). Caller frees
+/// `*status_json_out` with `kcsi_string_free`.
 #[no_mangle]
 pub extern "C" fn kcsi_host_status(
     h: *mut kcsi_host,
@@ -50,11 +59,17 @@ pub extern "C" fn kcsi_host_status(
     })
 }
 
-/// Frees a host and stops its background work. Handles created from it stay valid and then
-/// fail with `KCSI_ERR_FAILED_PRECONDITION`. A call on the host still running in another
-/// thread finishes first (the host goes when the last such call returns). Calling with NULL
-/// is fine.
+/// Frees a host and stops its background work, the plugin watcher at once (drivers it
+/// registered stay registered, as when a kubelet stops). Handles created from it stay valid
+/// and then fail with `KCSI_ERR_FAILED_PRECONDITION`. A call on the host still running in
+/// another thread finishes first (the host goes when the last such call returns). Calling
+/// with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_host_free(h: *mut kcsi_host) {
-    guard_value((), || free_box(h))
+    guard_value((), || {
+        if let Some(host) = unsafe { h.as_ref() } {
+            host.0.stop();
+        }
+        free_box(h)
+    })
 }

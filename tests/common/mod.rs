@@ -6,6 +6,7 @@
 pub mod apiserver;
 pub mod capi;
 pub mod driver;
+pub mod plugin_peers;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

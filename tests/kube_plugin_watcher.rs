@@ -1,0 +1,90 @@
+//! The plugin watcher with a kubeconfig, against a real kube-apiserver: a driver registered
+//! through the real node-driver-registrar leaves the Node and CSINode exactly as a driver
+//! registered by hand, and its registrar's exit cleans them up the same way.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::apiserver::*;
+use common::plugin_peers::{Hostpath, Registrar};
+use common::{short_tempdir, wait_for};
+use kcsi::config::HostConfig;
+use kcsi::csi::registration;
+use kcsi::host::Host;
+use serde_json::{json, Value};
+
+const DRIVER: &str = "hostpath.csi.k8s.io";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn start_host(root: &Path, node: &str) -> Arc<Host> {
+    let mut config: Value =
+        serde_json::from_str(&ApiServer::shared().host_config(root, node)).unwrap();
+    config["pluginWatcher"] = json!(true);
+    let _rt = kcsi::runtime::handle().unwrap().enter();
+    Host::start(HostConfig::from_json(&config.to_string()).unwrap()).unwrap()
+}
+
+/// What registration writes, with the node's name replaced so two nodes compare.
+fn snapshot(c: &kcsi::kube::client::ApiClient, node: &str) -> String {
+    let n = get_node(c, node);
+    let status = n.status.unwrap_or_default();
+    let csinode = get_csinode(c, node).map(|cn| drivers_json(&cn));
+    json!({
+        "labels": n.metadata.labels,
+        "annotations": n.metadata.annotations,
+        "capacity": status.capacity,
+        "allocatable": status.allocatable,
+        "csinodeDrivers": csinode,
+    })
+    .to_string()
+    .replace(node, "NODE")
+}
+
+#[test]
+fn registrar_registration_leaves_node_and_csinode_exactly_as_registering_by_hand() {
+    let c = admin();
+    let by_hand = unique("pw-hand");
+    let watched = unique("pw-watch");
+    for n in [&by_hand, &watched] {
+        create_node(&c, n, &[], &[], &[]);
+    }
+    let root_a = short_tempdir("kcsi-kw");
+    let root_b = short_tempdir("kcsi-kw");
+    let host_a = start_host(root_a.path(), &by_hand);
+    let host_b = start_host(root_b.path(), &watched);
+    let driver_a = Hostpath::start(root_a.path(), DRIVER, &by_hand);
+    let driver_b = Hostpath::start(root_b.path(), DRIVER, &watched);
+    wait_for("CSINodes initialised", WAIT, || {
+        host_a.status()["csiNodeInitialized"] == json!(true)
+            && host_b.status()["csiNodeInitialized"] == json!(true)
+    });
+
+    run(registration::register(
+        &host_a,
+        DRIVER,
+        driver_a.socket.to_str().unwrap(),
+        &["1.0.0".to_string()],
+        None,
+    ))
+    .unwrap();
+    let mut registrar = Registrar::for_driver(&driver_b, &root_b.path().join("plugins_registry"));
+    wait_for("registered through the watcher", WAIT, || {
+        host_b.status()["pluginWatcher"]["sockets"][0]["state"] == "registered"
+    });
+    let registered = snapshot(&c, &by_hand);
+    assert!(registered.contains(DRIVER), "{registered}");
+    assert_eq!(snapshot(&c, &watched), registered);
+
+    run(registration::deregister(&host_a, DRIVER)).unwrap();
+    registrar.process.stop_with(libc::SIGTERM);
+    let deregistered = snapshot(&c, &by_hand);
+    wait_for("deregistered through the watcher", WAIT, || {
+        snapshot(&c, &watched) == deregistered
+    });
+    assert!(get_csinode(&c, &watched).unwrap().spec.drivers.is_empty());
+    host_a.stop();
+    host_b.stop();
+}
