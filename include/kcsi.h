@@ -57,6 +57,10 @@
  *                     CSIVolumeHealth, CSIServiceAccountTokenSecrets,
  *                     MutableCSINodeAllocatableCount, CSIMigrationPortworx
  *   "csiDrivers"      [CSIDriver], standalone only: stand-ins for the API's CSIDriver objects
+ *   "pluginWatcher"   bool, optional: watch the registry dir for registration sockets, as the
+ *                     kubelet's plugin manager does, and register what appears there
+ *   "pluginsRegistryDir"  absolute path, with pluginWatcher: the dir to watch instead of
+ *                     <rootDir>/plugins_registry
  *
  * VOLUME SPECS. spec_json is {"persistentVolume": <PersistentVolume>, "readOnly": bool} or
  * {"volume": <core/v1 Volume with a csi source>} (a CSI ephemeral inline volume); pod_json is a
