@@ -13,6 +13,7 @@ use crate::config::HostConfig;
 use crate::csi::csi_client::NodeInfo;
 use crate::csi::driver_store::DriverStore;
 use crate::disk::paths::Layout;
+use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
 use crate::volume::driver_facts::DriverFacts;
@@ -23,6 +24,8 @@ pub struct Host {
     pub drivers: DriverStore,
     /// The API server side; `None` when standalone. Dropping it stops its background tasks.
     pub kube: Option<Kube>,
+    /// One lock per volume on disk: operations on the same volume never interleave.
+    pub volume_locks: VolumeLocks,
 }
 
 impl Host {
@@ -43,6 +46,7 @@ impl Host {
             config,
             drivers: DriverStore::default(),
             kube,
+            volume_locks: VolumeLocks::default(),
         })
     }
 

@@ -57,7 +57,7 @@ pub extern "C" fn kcsi_block_mapper_new(
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
-        let mapper = BlockMapper::new(host, spec, pod)?;
+        let mapper = runtime::block_on(BlockMapper::new(host, spec, pod))??;
         write_value(
             out,
             Box::into_raw(Box::new(kcsi_block_mapper {
