@@ -297,7 +297,7 @@ fn create_volume(d: &DriverProcess, name: &str) -> String {
 /// NodeStage at the kubelet's global mount path (the attacher's job, done directly here).
 fn stage(d: &DriverProcess, node: &Node, handle: &str) -> PathBuf {
     let staging = node.layout().device_mount_path(DRIVER, handle).unwrap();
-    kcsi::disk::volume_data::make_dirs(&staging).unwrap();
+    std::fs::create_dir_all(&staging).unwrap();
     rt().block_on(async {
         let mut client = csi::node_client::NodeClient::new(channel(&d.socket).await);
         let req = csi::NodeStageVolumeRequest {

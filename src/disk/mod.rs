@@ -3,6 +3,7 @@
 //! Files below the root are only ever touched through [`beneath`], which follows no symlink.
 
 pub mod beneath;
+pub mod device_mounts;
 pub mod paths;
 pub mod volume_data;
 pub mod volume_lock;

@@ -122,19 +122,22 @@ pub fn load(fs: &Beneath, dir: &Path) -> Result<VolumeData> {
     })
 }
 
-/// Whether `dir` exists and holds nothing but what an interrupted kcsi set-up or teardown
-/// leaves: kcsi's temp files and empty, unmounted directories. Such a volume has no
-/// `vol_data.json` and nothing published or staged (the file is written before any publish or
-/// stage and removed only after the unpublish or unstage), so removing it needs no driver.
-pub fn only_leftovers(fs: &Beneath, dir: &Path) -> Result<bool> {
-    if fs.entry(dir)? != Entry::Dir || is_mount_point(dir)? {
+/// Whether `dir` exists and holds nothing but what an interrupted kcsi operation leaves once
+/// its `vol_data.json` is gone: kcsi's temp files, and (when `data_subdir` names one) a
+/// subdirectory holding only those. The file is written before anything is staged or published
+/// and removed only after the mount or staging dir, so such a volume needs no driver to remove;
+/// a mount dir still there means the file went missing some other way, and it is left alone.
+pub fn only_leftovers(fs: &Beneath, dir: &Path, data_subdir: Option<&str>) -> Result<bool> {
+    if fs.entry(dir)? != Entry::Dir {
         return Ok(false);
     }
     for name in fs.list(dir)? {
         if name.to_str().and_then(temp_file_pid).is_some() {
             continue;
         }
-        if !only_leftovers(fs, &dir.join(name))? {
+        let sub = dir.join(&name);
+        let is_data_dir = data_subdir.is_some_and(|d| name == d);
+        if !is_data_dir || !only_leftovers(fs, &sub, None)? {
             return Ok(false);
         }
     }
@@ -317,21 +320,25 @@ mod tests {
         );
         fs::remove_file(dir.join("other")).unwrap();
         fs::create_dir(dir.join("mount")).unwrap();
-        assert!(!only_leftovers(&fs, &dir).unwrap());
+        assert!(!only_leftovers(&fs, &dir, None).unwrap());
         remove_mount_dir(&fs, &dir.join("mount")).unwrap();
         assert!(!dir.exists());
     }
 
     #[test]
-    fn leftovers_are_temp_files_and_empty_dirs_only() {
+    fn leftovers_are_temp_files_and_a_data_dir_of_them_only() {
         let (_root, fs, dir) = volume_dir();
-        assert!(only_leftovers(&fs, &dir).unwrap());
+        assert!(only_leftovers(&fs, &dir, None).unwrap());
         fs::write(dir.join(".vol_data.json.999999999.1.tmp"), "").unwrap();
-        fs::create_dir_all(dir.join("mount/sub")).unwrap();
-        assert!(only_leftovers(&fs, &dir).unwrap());
-        fs::write(dir.join("mount/x"), "").unwrap();
-        assert!(!only_leftovers(&fs, &dir).unwrap());
-        assert!(!only_leftovers(&fs, &dir.join("missing")).unwrap());
+        assert!(only_leftovers(&fs, &dir, None).unwrap());
+        fs::create_dir(dir.join("data")).unwrap();
+        fs::write(dir.join("data/.vol_data.json.999999999.tmp"), "").unwrap();
+        assert!(!only_leftovers(&fs, &dir, None).unwrap());
+        assert!(only_leftovers(&fs, &dir, Some("data")).unwrap());
+        // An empty mount dir may still be what a driver staged at: not a leftover.
+        fs::create_dir(dir.join("mount")).unwrap();
+        assert!(!only_leftovers(&fs, &dir, Some("data")).unwrap());
+        assert!(!only_leftovers(&fs, &dir.join("missing"), None).unwrap());
     }
 
     #[test]

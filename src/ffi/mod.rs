@@ -9,6 +9,7 @@
 pub mod attacher;
 pub mod block;
 mod boundary;
+pub mod device_mounts;
 pub mod error;
 pub mod expand;
 pub mod host;

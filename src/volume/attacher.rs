@@ -167,7 +167,8 @@ pub async fn mount_device(
     mount_flags.extend(selinux.clone());
 
     let fs = host.layout.beneath()?;
-    volume_data::make_dirs(&fs, &dmp).map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
+    volume_data::make_dirs(&fs, data_dir)
+        .map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
     let mut data = VolumeData::new();
     data.insert(keys::VOLUME_HANDLE.into(), src.volume_handle.clone());
     data.insert(keys::DRIVER_NAME.into(), src.driver.clone());
@@ -181,6 +182,9 @@ pub async fn mount_device(
         cleanup_global_mount(&fs, &dmp);
         return Err(e.context(csi_log!("failed to save volume info data")));
     }
+    // The global mount dir only after the file, so a volume without the file never has one
+    // that kcsi made (see `volume_data::only_leftovers`).
+    volume_data::make_dirs(&fs, &dmp).map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
     if !caps.stage_unstage {
         tracing::info!("{}", csi_log!("attacher.MountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice..."));
         return Ok(());
@@ -249,8 +253,9 @@ fn cleanup_global_mount(fs: &Beneath, dmp: &Path) {
 
 /// `UnmountDevice`: NodeUnstageVolume with what the global `vol_data.json` recorded, then
 /// removal of the global mount dir. Without the file NodeUnstage is skipped, as upstream; kcsi
-/// still removes what an interrupted MountDevice or UnmountDevice left (temp files, empty
-/// unmounted dirs), so the operation can be retried to the end.
+/// still removes what an interrupted MountDevice or UnmountDevice left (a dir of temp files
+/// only), so the operation can be retried to the end. A global mount dir without the file is
+/// left for `kcsi_list_device_mounts` and UnmountDevice by handle.
 pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> {
     let dmp = check_device_mount_path(host, "attacher.UnmountDevice", device_mount_path)?;
     let data_dir = dmp.parent().unwrap_or(&dmp);
@@ -263,7 +268,7 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
                 "{}",
                 csi_log!("attacher.UnmountDevice skipped because volume data file is missing: {e}")
             );
-            if volume_data::only_leftovers(&fs, data_dir)? {
+            if volume_data::only_leftovers(&fs, data_dir, None)? {
                 remove_global_mount(&fs, &dmp)?;
             }
             return Ok(());

@@ -286,8 +286,9 @@ impl BlockUnmapper {
             let fs = host.layout.beneath()?;
             let data = match volume_data::load(&fs, &paths.data_dir) {
                 Err(e) if e.kind() == ErrorKind::NotFound => {
+                    let data_name = paths.data_dir.file_name().and_then(|n| n.to_str());
                     let leftovers = fs.entry(&paths.staging_path)? == Entry::Missing
-                        && volume_data::only_leftovers(&fs, &paths.volume_dir)?;
+                        && volume_data::only_leftovers(&fs, &paths.volume_dir, data_name)?;
                     return if leftovers { Ok(None) } else { Err(e) };
                 }
                 other => other?,

@@ -419,7 +419,7 @@ impl Unmounter {
             let fs = host.layout.beneath()?;
             let data = match volume_data::load(&fs, dir) {
                 Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return if volume_data::only_leftovers(&fs, dir)? {
+                    return if volume_data::only_leftovers(&fs, dir, None)? {
                         Ok(None)
                     } else {
                         Err(e)
@@ -458,7 +458,7 @@ impl Unmounter {
             })
         };
         let Some((driver, volume_handle)) = &self.volume else {
-            if !volume_data::only_leftovers(&host.layout.beneath()?, dir)? {
+            if !volume_data::only_leftovers(&host.layout.beneath()?, dir, None)? {
                 return Err(Error::new(
                     ErrorKind::FailedPrecondition,
                     csi_log!(

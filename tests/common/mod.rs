@@ -1,6 +1,9 @@
 //! Test harness: starts real peer programs (built by scripts/peers/build.sh) and stops them.
 #![allow(dead_code)]
 
+pub mod capi;
+pub mod hostpath;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
