@@ -19,21 +19,21 @@ use crate::volume::attacher;
 /// "volumeHandle", "specName", "deviceMountPath", "mounted", "volumeDataFile", "volumeData",
 /// "volumeDataError"}`. `volumeData` is the file's keys, or null with `volumeDataError` saying
 /// why (missing, corrupt); `driver` of a filesystem entry comes from its path, so it is known
-/// even without the file. Symlinks are skipped, never followed. Caller frees `*json_out` with
+/// even without the file. Symlinks are skipped, never followed. Caller frees `*mounts_json_out` with
 /// `kcsi_string_free`.
 #[no_mangle]
 pub extern "C" fn kcsi_list_device_mounts(
     h: *mut kcsi_host,
-    json_out: *mut *mut c_char,
+    mounts_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
     guard("kcsi_list_device_mounts", err_out, || {
         let host = host_arg(h)?;
-        out_arg(json_out, "json_out")?;
+        out_arg(mounts_json_out, "mounts_json_out")?;
         let mounts = host.layout.device_mounts(&host.layout.beneath()?)?;
         let json = serde_json::to_string(&mounts)
             .map_err(|e| Error::internal(format!("cannot encode device mounts: {e}")))?;
-        write_string(json_out, &json);
+        write_string(mounts_json_out, &json);
         Ok(())
     })
 }
