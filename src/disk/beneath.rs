@@ -170,17 +170,33 @@ impl Beneath {
         }
     }
 
-    /// Reads the file at `path`; a missing file is NOT_FOUND.
-    pub fn read_to_string(&self, path: &Path, what: &str) -> Result<String> {
+    /// Reads the regular file at `path`, refusing more than `limit` bytes; a missing file is
+    /// NOT_FOUND. Anything else there (a FIFO that would block, a device) is refused unopened.
+    pub fn read_to_string(&self, path: &Path, what: &str, limit: u64) -> Result<String> {
         let rel = self.rel(path)?;
-        let mut file = self
+        let handle = self
             .root
             .resolve(rel)
-            .and_then(|h| h.reopen(OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC))
+            .map_err(|e| self.error(what, path, &e))?;
+        let io = |e: std::io::Error| Error::io(format!("{what} [{}]", path.display()), &e);
+        let stat = rustix::fs::fstat(&handle).map_err(|e| io(e.into()))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{what} [{}]: not a regular file", path.display()),
+            ));
+        }
+        let file = handle
+            .reopen(OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC)
             .map_err(|e| self.error(what, path, &e))?;
         let mut text = String::new();
-        file.read_to_string(&mut text)
-            .map_err(|e| Error::io(format!("{what} [{}]", path.display()), &e))?;
+        file.take(limit + 1).read_to_string(&mut text).map_err(io)?;
+        if text.len() as u64 > limit {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{what} [{}]: larger than {limit} bytes", path.display()),
+            ));
+        }
         Ok(text)
     }
 

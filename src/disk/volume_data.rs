@@ -18,6 +18,9 @@ use crate::error::{Error, ErrorKind, Result};
 
 pub const FILE_NAME: &str = "vol_data.json";
 
+/// Far above what kcsi writes (a few hundred bytes); a bigger file is not kcsi's.
+const MAX_FILE_SIZE: u64 = 1 << 20;
+
 pub mod keys {
     pub const SPEC_VOL_ID: &str = "specVolID";
     pub const VOLUME_HANDLE: &str = "volumeHandle";
@@ -105,7 +108,7 @@ pub fn save(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<()> {
 /// I/O error naming the file.
 pub fn load(fs: &Beneath, dir: &Path) -> Result<VolumeData> {
     let path = dir.join(FILE_NAME);
-    let text = fs.read_to_string(&path, "failed to open volume data file")?;
+    let text = fs.read_to_string(&path, "failed to open volume data file", MAX_FILE_SIZE)?;
     serde_json::from_str(&text).map_err(|e| {
         let detail = if text.trim().is_empty() {
             "EOF".to_string()
@@ -351,6 +354,28 @@ mod tests {
             err.message().contains("failed to parse volume data file")
                 && err.message().ends_with("EOF")
         );
+        // Hostile files: a FIFO (opening it would block), a huge file, a directory.
+        fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        let fifo = std::ffi::CString::new(dir.join(FILE_NAME).to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(load(&fs, &dir)
+            .unwrap_err()
+            .message()
+            .ends_with("not a regular file"));
+        fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        fs::write(
+            dir.join(FILE_NAME),
+            vec![b' '; (MAX_FILE_SIZE + 1) as usize],
+        )
+        .unwrap();
+        assert!(load(&fs, &dir)
+            .unwrap_err()
+            .message()
+            .contains("larger than"));
+        fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        fs::create_dir(dir.join(FILE_NAME)).unwrap();
+        assert_eq!(load(&fs, &dir).unwrap_err().kind(), ErrorKind::Io);
     }
 
     #[test]

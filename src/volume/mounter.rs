@@ -222,6 +222,9 @@ impl Mounter {
         {
             let gid = args.fs_group.unwrap_or_default();
             let policy = args.fs_group_change_policy.unwrap_or_default();
+            // The walk changes owners and modes: never through a symlink swapped in since.
+            fs.check_no_symlink(&self.path, &csi_log!("applyFSGroup"))
+                .map_err(Error::uncertain)?;
             // A walk of a big volume must not hold up a runtime worker.
             let path = self.path.clone();
             let walk = tokio::task::spawn_blocking(move || {
