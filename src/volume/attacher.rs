@@ -184,7 +184,10 @@ pub async fn mount_device(
     }
     // The global mount dir only after the file, so a volume without the file never has one
     // that kcsi made (see `volume_data::only_leftovers`).
-    volume_data::make_dirs(&fs, &dmp).map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
+    if let Err(e) = volume_data::make_dirs(&fs, &dmp) {
+        cleanup_global_mount(&fs, &dmp);
+        return Err(e.context(csi_log!("attacher.MountDevice")));
+    }
     if !caps.stage_unstage {
         tracing::info!("{}", csi_log!("attacher.MountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice..."));
         return Ok(());
