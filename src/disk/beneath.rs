@@ -78,7 +78,7 @@ impl Beneath {
         Ok(rel)
     }
 
-    /// The kcsi error for a failed `op` on `path`: a symlink (or a swap libpathrs detected) is
+    /// The kcsi error for a failed `what` on `path`: a symlink (or a swap libpathrs detected) is
     /// FAILED_PRECONDITION naming the link; a missing entry NOT_FOUND; the rest IO.
     fn error(&self, what: &str, path: &Path, e: &pathrs::error::Error) -> Error {
         if errno(e) == Some(libc::ELOOP) || e.kind() == PathrsKind::SafetyViolation {
