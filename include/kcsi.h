@@ -247,6 +247,17 @@ typedef kcsi_result (*kcsi_attacher_unmount_device_fn)(kcsi_attacher *a,
 // The type of `kcsi_attacher_free`.
 typedef void (*kcsi_attacher_free_fn)(kcsi_attacher *a);
 
+// The type of `kcsi_list_device_mounts`.
+typedef kcsi_result (*kcsi_list_device_mounts_fn)(kcsi_host *h,
+                                                  char **mounts_json_out,
+                                                  kcsi_error **err_out);
+
+// The type of `kcsi_unmount_device_by_handle`.
+typedef kcsi_result (*kcsi_unmount_device_by_handle_fn)(kcsi_host *h,
+                                                        const char *driver,
+                                                        const char *volume_handle,
+                                                        kcsi_error **err_out);
+
 // The type of `kcsi_mounter_new`.
 typedef kcsi_result (*kcsi_mounter_new_fn)(kcsi_host *h,
                                            const char *spec_json,
@@ -557,13 +568,39 @@ kcsi_result kcsi_attacher_mount_device(kcsi_attacher *a,
 
 // UnmountDevice: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) with what the
 // `vol_data.json` next to `device_mount_path` recorded, then removes the global mount dir.
-// Succeeds without doing anything when that file is missing; a corrupt file is an error.
+// Succeeds without NodeUnstageVolume when that file is missing (as upstream), removing the
+// global dir only when it holds nothing but kcsi's temp files (an interrupted MountDevice or
+// UnmountDevice); a `globalmount` there is kept for `kcsi_list_device_mounts` and
+// `kcsi_unmount_device_by_handle`. A corrupt file is an error. A symlink below the root on the
+// way is `KCSI_ERR_FAILED_PRECONDITION`, and nothing is done.
 kcsi_result kcsi_attacher_unmount_device(kcsi_attacher *a,
                                          const char *device_mount_path,
                                          kcsi_error **err_out);
 
 // Frees an attacher. Calling with NULL is fine.
 void kcsi_attacher_free(kcsi_attacher *a);
+
+// The device mounts (staged volumes) below `<rootDir>/plugins/kubernetes.io/csi` as a JSON
+// array sorted by path, one object per global mount dir
+// (`<driver>/<sha256(handle)>/globalmount`, `"kind": "filesystem"`) and per block staging
+// path (`volumeDevices/staging/<spec>`, `"kind": "block"`): `{"kind", "driver",
+// "volumeHandle", "specName", "deviceMountPath", "mounted", "volumeDataFile", "volumeData",
+// "volumeDataError"}`. `volumeData` is the file's keys, or null with `volumeDataError` saying
+// why (missing, corrupt); `driver` of a filesystem entry comes from its path, so it is known
+// even without the file. Symlinks are skipped, never followed. Caller frees `*mounts_json_out` with
+// `kcsi_string_free`.
+kcsi_result kcsi_list_device_mounts(kcsi_host *h, char **mounts_json_out, kcsi_error **err_out);
+
+// UnmountDevice of the filesystem volume `volume_handle` of `driver`, for when its
+// `vol_data.json` may be gone: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) at
+// `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, then removal
+// of the global mount dir, as `kcsi_attacher_unmount_device`. A `vol_data.json` that is there
+// but names another driver or handle is `KCSI_ERR_FAILED_PRECONDITION`; an unregistered driver
+// is `KCSI_ERR_NOT_FOUND` (transient).
+kcsi_result kcsi_unmount_device_by_handle(kcsi_host *h,
+                                          const char *driver,
+                                          const char *volume_handle,
+                                          kcsi_error **err_out);
 
 // Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or
 // `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does
@@ -588,7 +625,10 @@ kcsi_result kcsi_mounter_path(kcsi_mounter *m, char **path_out, kcsi_error **err
 // unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not
 // registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final
 // (then the directory is removed unless something is mounted on it, or the volume is a
-// reconstructed one or a remount, which a pod may already use).
+// reconstructed one or a remount, which a pod may already use). A symlink anywhere below
+// the root on the way to the mount path is refused (`KCSI_ERR_FAILED_PRECONDITION`, naming
+// it) before anything is written there or sent to the driver. Concurrent calls on the same
+// volume run one after the other.
 // Nullable: args_json.
 kcsi_result kcsi_mounter_set_up(kcsi_mounter *m, const char *args_json, kcsi_error **err_out);
 
@@ -604,7 +644,10 @@ void kcsi_mounter_free(kcsi_mounter *m);
 
 // Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json`
 // its SetUp wrote (so it works after a restart, with a new host). A missing file is
-// `KCSI_ERR_NOT_FOUND`, a corrupt one `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`.
+// `KCSI_ERR_NOT_FOUND` — unless the volume dir holds only kcsi's temp files (an interrupted
+// SetUp or TearDown): then the unmounter's tear-down just removes them. A corrupt file is
+// `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`; a symlink below the root on the way
+// `KCSI_ERR_FAILED_PRECONDITION`.
 // On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`.
 kcsi_result kcsi_unmounter_new(kcsi_host *h,
                                const char *spec_name,
@@ -662,8 +705,10 @@ kcsi_result kcsi_block_mapper_metrics(kcsi_block_mapper *m,
 void kcsi_block_mapper_free(kcsi_block_mapper *m);
 
 // Creates a block unmapper from the volume's `data/vol_data.json`. `pod_uid` may be "" to
-// only tear the device down (the kubelet's UnmountDevice has no pod). On success `*out`
-// receives a handle the caller frees with `kcsi_block_unmapper_free`.
+// only tear the device down (the kubelet's UnmountDevice has no pod). A missing file is
+// `KCSI_ERR_NOT_FOUND`, unless an interrupted teardown left only kcsi's temp files (no
+// staging path): then the handle's teardown just removes them. On success `*out` receives a
+// handle the caller frees with `kcsi_block_unmapper_free`.
 kcsi_result kcsi_block_unmapper_new(kcsi_host *h,
                                     const char *spec_name,
                                     const char *pod_uid,

@@ -15,6 +15,7 @@ use crate::csi::csi_client::NodeInfo;
 use crate::csi::driver_store::DriverStore;
 use crate::csi::plugin_watcher::PluginWatcher;
 use crate::disk::paths::Layout;
+use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
 use crate::volume::driver_facts::DriverFacts;
@@ -27,6 +28,8 @@ pub struct Host {
     pub kube: Option<Kube>,
     /// Set by [`Host::start`] when the config asks for `"pluginWatcher"`.
     pub plugin_watcher: OnceLock<PluginWatcher>,
+    /// One lock per volume on disk: operations on the same volume never interleave.
+    pub volume_locks: VolumeLocks,
 }
 
 impl Host {
@@ -48,6 +51,7 @@ impl Host {
             drivers: DriverStore::default(),
             kube,
             plugin_watcher: OnceLock::new(),
+            volume_locks: VolumeLocks::default(),
         })
     }
 

@@ -46,7 +46,7 @@ fn inline_spec(name: &str) -> Value {
 fn staged_volume(d: &DriverProcess, host: &Host, name: &str) -> (String, PathBuf) {
     let handle = d.create_volume(name, false, 0);
     let staging = host.layout().device_mount_path(DRIVER, &handle).unwrap();
-    kcsi::disk::volume_data::make_dirs(&staging).unwrap();
+    std::fs::create_dir_all(&staging).unwrap();
     d.stage(&handle, &staging);
     (handle, staging)
 }

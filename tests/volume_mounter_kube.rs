@@ -88,7 +88,7 @@ impl Fixture {
             .layout()
             .device_mount_path(&self.driver_name, &handle)
             .unwrap();
-        kcsi::disk::volume_data::make_dirs(&staging).unwrap();
+        std::fs::create_dir_all(&staging).unwrap();
         self.driver.stage(&handle, &staging);
         handle
     }

@@ -103,6 +103,11 @@ impl Layout {
         &self.root
     }
 
+    /// The root opened for file operations that follow no symlink below it.
+    pub fn beneath(&self) -> Result<super::beneath::Beneath> {
+        super::beneath::Beneath::open(&self.root)
+    }
+
     /// `<root>/plugins/kubernetes.io/csi` (not escaped, as upstream's GetPluginDir).
     pub fn plugin_dir(&self) -> PathBuf {
         self.root.join("plugins").join(PLUGIN_NAME)

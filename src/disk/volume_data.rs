@@ -2,19 +2,24 @@
 //! directory cleanup around it.
 //!
 //! Differs from upstream on purpose (kubernetes/kubernetes#108217): the file is written
-//! atomically (temp file, fsync, rename, directory fsync), so a crash leaves the old file or the
-//! new one, never an empty one. The format is upstream's: compact JSON, sorted keys, Go's HTML
-//! escaping, trailing newline.
+//! atomically (a temp file unique to the call, fsync, rename, directory fsync), so a crash leaves
+//! the old file or the new one, never an empty one; a temp file a killed write left behind is
+//! removed by the next save or teardown. Every path is resolved below the root without following
+//! symlinks ([`Beneath`]). The format and mode are upstream's: compact JSON, sorted keys, Go's
+//! HTML escaping, trailing newline, 0666 less the umask.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind as IoKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs;
+use std::io::ErrorKind as IoKind;
 use std::path::{Path, PathBuf};
 
+use super::beneath::{Beneath, Entry};
 use crate::error::{Error, ErrorKind, Result};
 
 pub const FILE_NAME: &str = "vol_data.json";
+
+/// Far above what kcsi writes (a few hundred bytes); a bigger file is not kcsi's.
+const MAX_FILE_SIZE: u64 = 1 << 20;
 
 pub mod keys {
     pub const SPEC_VOL_ID: &str = "specVolID";
@@ -47,50 +52,63 @@ pub fn encode(data: &VolumeData) -> String {
     out
 }
 
-/// Writes `<dir>/vol_data.json` durably and atomically.
-pub fn save(dir: &Path, data: &VolumeData) -> Result<()> {
-    let path = dir.join(FILE_NAME);
-    let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
-    let failed = |e: std::io::Error| {
-        Error::io(
-            format!("failed to save volume data file [{}]", path.display()),
-            &e,
-        )
-    };
-    let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            // Upstream's os.Create (csi_util.go saveVolumeData): 0666 less the umask.
-            .mode(0o666)
-            .open(&tmp)?;
-        f.write_all(encode(data).as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        File::open(dir)?.sync_all()
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        failed(e)
-    })
+/// `.vol_data.json.<pid>.<random>.tmp`: unique per call, so concurrent writers never share one.
+fn temp_name() -> String {
+    format!(
+        ".{FILE_NAME}.{}.{:016x}.tmp",
+        std::process::id(),
+        fastrand::u64(..)
+    )
+}
+
+/// The writer's pid when `name` is one of kcsi's temp files (the per-call form or the older
+/// per-process `.vol_data.json.<pid>.tmp`).
+fn temp_file_pid(name: &str) -> Option<u32> {
+    let rest = name
+        .strip_prefix(&format!(".{FILE_NAME}."))?
+        .strip_suffix(".tmp")?;
+    let pid = rest.split('.').next()?;
+    pid.parse().ok()
+}
+
+fn process_is_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid != 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+}
+
+/// Removes kcsi's temp files in `dir`. `all`: every one (teardown); else only those of this
+/// process (the caller holds the volume's lock, so none is still being written) and of dead
+/// ones.
+fn remove_temp_files(fs: &Beneath, dir: &Path, all: bool) -> Result<()> {
+    let own = std::process::id();
+    for name in fs.list(dir)? {
+        let Some(pid) = name.to_str().and_then(temp_file_pid) else {
+            continue;
+        };
+        if all || pid == own || !process_is_alive(pid) {
+            fs.remove_file(
+                &dir.join(&name),
+                "failed to remove stale volume data temp file",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `<dir>/vol_data.json` durably and atomically, then removes stale temp files there.
+pub fn save(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<()> {
+    fs.write_atomic(dir, FILE_NAME, &temp_name(), encode(data).as_bytes())?;
+    if let Err(e) = remove_temp_files(fs, dir, false) {
+        tracing::warn!("{}", csi_log!("{e}"));
+    }
+    Ok(())
 }
 
 /// Reads `<dir>/vol_data.json`. A missing file is `NotFound`; an empty or corrupt one is an
 /// I/O error naming the file.
-pub fn load(dir: &Path) -> Result<VolumeData> {
+pub fn load(fs: &Beneath, dir: &Path) -> Result<VolumeData> {
     let path = dir.join(FILE_NAME);
-    let text = fs::read_to_string(&path).map_err(|e| {
-        let err = Error::io(
-            format!("failed to open volume data file [{}]", path.display()),
-            &e,
-        );
-        if e.kind() == IoKind::NotFound {
-            err.with_kind(ErrorKind::NotFound)
-        } else {
-            err
-        }
-    })?;
+    let text = fs.read_to_string(&path, "failed to open volume data file", MAX_FILE_SIZE)?;
     serde_json::from_str(&text).map_err(|e| {
         let detail = if text.trim().is_empty() {
             "EOF".to_string()
@@ -105,6 +123,28 @@ pub fn load(dir: &Path) -> Result<VolumeData> {
             ),
         )
     })
+}
+
+/// Whether `dir` exists and holds nothing but what an interrupted kcsi operation leaves once
+/// its `vol_data.json` is gone: kcsi's temp files, and (when `data_subdir` names one) a
+/// subdirectory holding only those. The file is written before anything is staged or published
+/// and removed only after the mount or staging dir, so such a volume needs no driver to remove;
+/// a mount dir still there means the file went missing some other way, and it is left alone.
+pub fn only_leftovers(fs: &Beneath, dir: &Path, data_subdir: Option<&str>) -> Result<bool> {
+    if fs.entry(dir)? != Entry::Dir {
+        return Ok(false);
+    }
+    for name in fs.list(dir)? {
+        if name.to_str().and_then(temp_file_pid).is_some() {
+            continue;
+        }
+        let sub = dir.join(&name);
+        let is_data_dir = data_subdir.is_some_and(|d| name == d);
+        if !is_data_dir || !only_leftovers(fs, &sub, None)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// A required key of loaded volume data.
@@ -166,54 +206,35 @@ pub fn is_mount_point(path: &Path) -> Result<bool> {
 }
 
 /// Upstream `removeMountDir`: unless `mount_path` is still mounted, removes it (only if empty),
-/// then `<parent>/vol_data.json`, then the parent. A mounted path is left alone (not an
-/// error): removing it would lose the data needed to unmount it later.
-pub fn remove_mount_dir(mount_path: &Path) -> Result<()> {
-    if is_mount_point(mount_path)? {
+/// then kcsi's temp files and `<parent>/vol_data.json`, then the parent. A mounted path is left
+/// alone (not an error): removing it would lose the data needed to unmount it later. Each step
+/// tolerates what an interrupted earlier teardown already removed.
+pub fn remove_mount_dir(fs: &Beneath, mount_path: &Path) -> Result<()> {
+    if fs.entry(mount_path)? != Entry::Missing && is_mount_point(mount_path)? {
         tracing::warn!(
             "{}",
             csi_log!("{} is still mounted, not removing it", mount_path.display())
         );
         return Ok(());
     }
-    remove_if_exists(mount_path, "failed to remove dir")?;
-    if let Some(parent) = mount_path.parent() {
-        remove_file_if_exists(&parent.join(FILE_NAME), "failed to delete volume data file")?;
-        remove_if_exists(parent, "failed to delete volume path")?;
-    }
-    Ok(())
-}
-
-fn remove_if_exists(dir: &Path, what: &str) -> Result<()> {
-    match fs::remove_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == IoKind::NotFound => Ok(()),
-        // A file where the driver created one (block) is removed the same way.
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => remove_file_if_exists(dir, what),
-        Err(e) => Err(Error::io(format!("{what} [{}]", dir.display()), &e)),
+    fs.remove_dir(mount_path, "failed to remove dir")?;
+    match mount_path.parent() {
+        Some(parent) => remove_volume_data_dir(fs, parent),
+        None => Ok(()),
     }
 }
 
-fn remove_file_if_exists(file: &Path, what: &str) -> Result<()> {
-    match fs::remove_file(file) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == IoKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(format!("{what} [{}]", file.display()), &e)),
-    }
+/// Removes kcsi's temp files and `vol_data.json` in `dir`, then `dir` (which must then be
+/// empty).
+pub fn remove_volume_data_dir(fs: &Beneath, dir: &Path) -> Result<()> {
+    remove_temp_files(fs, dir, true)?;
+    fs.remove_file(&dir.join(FILE_NAME), "failed to delete volume data file")?;
+    fs.remove_dir(dir, "failed to delete volume path")
 }
 
 /// Creates `dir` and missing parents with mode 0750, as the kubelet does.
-pub fn make_dirs(dir: &Path) -> Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o750)
-        .create(dir)
-        .map_err(|e| {
-            Error::io(
-                format!("failed to create dir {:?}", dir.display().to_string()),
-                &e,
-            )
-        })
+pub fn make_dirs(fs: &Beneath, dir: &Path) -> Result<()> {
+    fs.mkdir_all(dir, 0o750)
 }
 
 #[cfg(test)]
@@ -236,29 +257,157 @@ mod tests {
         );
     }
 
+    /// A root with one volume dir below it.
+    fn volume_dir() -> (tempfile::TempDir, Beneath, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let fs = Beneath::open(root.path()).unwrap();
+        let dir = root.path().join("v");
+        make_dirs(&fs, &dir).unwrap();
+        (root, fs, dir)
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
     #[test]
     fn save_then_load_round_trips_and_leaves_no_temp_file() {
-        let dir = tempfile::tempdir().unwrap();
+        let (_root, fs, dir) = volume_dir();
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
-        save(dir.path(), &data).unwrap();
-        assert_eq!(load(dir.path()).unwrap(), data);
-        let names: Vec<_> = fs::read_dir(dir.path())
+        save(&fs, &dir, &data).unwrap();
+        assert_eq!(load(&fs, &dir).unwrap(), data);
+        assert_eq!(names(&dir), vec![FILE_NAME.to_string()]);
+    }
+
+    #[test]
+    fn save_creates_the_file_0666_less_umask_as_go_os_create() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_root, fs, dir) = volume_dir();
+        save(&fs, &dir, &VolumeData::new()).unwrap();
+        // SAFETY: umask only reads and restores the process mask.
+        let umask = unsafe {
+            let m = libc::umask(0o022);
+            libc::umask(m);
+            m
+        };
+        let mode = fs::metadata(dir.join(FILE_NAME))
             .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from(FILE_NAME)]);
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o666 & !(umask as u32));
+    }
+
+    #[test]
+    fn save_and_teardown_remove_stale_temp_files_of_dead_writers() {
+        let (_root, fs, dir) = volume_dir();
+        // A killed kcsi (pid far above pid_max) left both temp name forms; a foreign file stays.
+        for stale in [
+            ".vol_data.json.999999999.tmp",
+            ".vol_data.json.999999999.00ab.tmp",
+        ] {
+            fs::write(dir.join(stale), "{").unwrap();
+        }
+        fs::write(dir.join(".vol_data.json.1.tmp"), "{").unwrap();
+        fs::write(dir.join("other"), "").unwrap();
+        save(&fs, &dir, &VolumeData::new()).unwrap();
+        // pid 1 is alive: its temp file is another writer's until teardown.
+        assert_eq!(
+            names(&dir),
+            vec![".vol_data.json.1.tmp", "other", FILE_NAME]
+        );
+        fs::remove_file(dir.join("other")).unwrap();
+        fs::create_dir(dir.join("mount")).unwrap();
+        assert!(!only_leftovers(&fs, &dir, None).unwrap());
+        remove_mount_dir(&fs, &dir.join("mount")).unwrap();
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn leftovers_are_temp_files_and_a_data_dir_of_them_only() {
+        let (_root, fs, dir) = volume_dir();
+        assert!(only_leftovers(&fs, &dir, None).unwrap());
+        fs::write(dir.join(".vol_data.json.999999999.1.tmp"), "").unwrap();
+        assert!(only_leftovers(&fs, &dir, None).unwrap());
+        fs::create_dir(dir.join("data")).unwrap();
+        fs::write(dir.join("data/.vol_data.json.999999999.tmp"), "").unwrap();
+        assert!(!only_leftovers(&fs, &dir, None).unwrap());
+        assert!(only_leftovers(&fs, &dir, Some("data")).unwrap());
+        // An empty mount dir may still be what a driver staged at: not a leftover.
+        fs::create_dir(dir.join("mount")).unwrap();
+        assert!(!only_leftovers(&fs, &dir, Some("data")).unwrap());
+        assert!(!only_leftovers(&fs, &dir.join("missing"), None).unwrap());
     }
 
     #[test]
     fn load_reports_missing_and_corrupt_files() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(load(dir.path()).unwrap_err().kind(), ErrorKind::NotFound);
-        fs::write(dir.path().join(FILE_NAME), "").unwrap();
-        let err = load(dir.path()).unwrap_err();
+        let (_root, fs, dir) = volume_dir();
+        assert_eq!(load(&fs, &dir).unwrap_err().kind(), ErrorKind::NotFound);
+        fs::write(dir.join(FILE_NAME), "").unwrap();
+        let err = load(&fs, &dir).unwrap_err();
         assert!(
             err.message().contains("failed to parse volume data file")
                 && err.message().ends_with("EOF")
         );
+        // Hostile files: a FIFO (opening it would block), a huge file, a directory.
+        fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        let fifo = std::ffi::CString::new(dir.join(FILE_NAME).to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(load(&fs, &dir)
+            .unwrap_err()
+            .message()
+            .ends_with("not a regular file"));
+        fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        fs::write(
+            dir.join(FILE_NAME),
+            vec![b' '; (MAX_FILE_SIZE + 1) as usize],
+        )
+        .unwrap();
+        assert!(load(&fs, &dir)
+            .unwrap_err()
+            .message()
+            .contains("larger than"));
+        fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        fs::create_dir(dir.join(FILE_NAME)).unwrap();
+        assert_eq!(load(&fs, &dir).unwrap_err().kind(), ErrorKind::Io);
+    }
+
+    #[test]
+    fn symlinks_below_the_root_are_refused_not_followed() {
+        let (root, fs, dir) = volume_dir();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
+        let via_link = root.path().join("link/v");
+        let err = make_dirs(&fs, &via_link).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::FailedPrecondition, "{err}");
+        assert!(
+            err.message().contains(&format!(
+                "{} is a symlink",
+                root.path().join("link").display()
+            )),
+            "{err}"
+        );
+        assert!(save(&fs, &root.path().join("link"), &VolumeData::new()).is_err());
+        fs::write(outside.path().join(FILE_NAME), "{}").unwrap();
+        assert_eq!(
+            load(&fs, &root.path().join("link")).unwrap_err().kind(),
+            ErrorKind::FailedPrecondition
+        );
+        std::os::unix::fs::symlink(outside.path(), dir.join("mount")).unwrap();
+        assert!(remove_mount_dir(&fs, &dir.join("mount")).is_err());
+        assert!(fs
+            .check_no_symlink(&dir.join("mount/x"), "NodePublish")
+            .is_err());
+        assert!(fs
+            .check_no_symlink(&dir.join("new/x"), "NodePublish")
+            .is_ok());
+        assert_eq!(names(outside.path()), vec![FILE_NAME.to_string()]);
     }
 
     #[test]

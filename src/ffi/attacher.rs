@@ -110,7 +110,11 @@ pub extern "C" fn kcsi_attacher_mount_device(
 
 /// UnmountDevice: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) with what the
 /// `vol_data.json` next to `device_mount_path` recorded, then removes the global mount dir.
-/// Succeeds without doing anything when that file is missing; a corrupt file is an error.
+/// Succeeds without NodeUnstageVolume when that file is missing (as upstream), removing the
+/// global dir only when it holds nothing but kcsi's temp files (an interrupted MountDevice or
+/// UnmountDevice); a `globalmount` there is kept for `kcsi_list_device_mounts` and
+/// `kcsi_unmount_device_by_handle`. A corrupt file is an error. A symlink below the root on the
+/// way is `KCSI_ERR_FAILED_PRECONDITION`, and nothing is done.
 #[no_mangle]
 pub extern "C" fn kcsi_attacher_unmount_device(
     a: *mut kcsi_attacher,

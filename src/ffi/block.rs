@@ -43,7 +43,7 @@ pub extern "C" fn kcsi_block_mapper_new(
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
-        let mapper = BlockMapper::new(&host, spec, pod)?;
+        let mapper = runtime::block_on(BlockMapper::new(&host, spec, pod))??;
         write_handle(out, Child::new(&host, mapper));
         Ok(())
     })
@@ -132,8 +132,10 @@ pub extern "C" fn kcsi_block_mapper_free(m: *mut kcsi_block_mapper) {
 }
 
 /// Creates a block unmapper from the volume's `data/vol_data.json`. `pod_uid` may be "" to
-/// only tear the device down (the kubelet's UnmountDevice has no pod). On success `*out`
-/// receives a handle the caller frees with `kcsi_block_unmapper_free`.
+/// only tear the device down (the kubelet's UnmountDevice has no pod). A missing file is
+/// `KCSI_ERR_NOT_FOUND`, unless an interrupted teardown left only kcsi's temp files (no
+/// staging path): then the handle's teardown just removes them. On success `*out` receives a
+/// handle the caller frees with `kcsi_block_unmapper_free`.
 #[no_mangle]
 pub extern "C" fn kcsi_block_unmapper_new(
     h: *mut kcsi_host,

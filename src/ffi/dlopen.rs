@@ -6,8 +6,8 @@
 use std::ffi::{c_char, c_void};
 
 use super::{
-    attacher::*, block::*, error::*, expand::*, host::*, log::*, mounter::*, queries::*,
-    reconstruct::*, registration::*, *,
+    attacher::*, block::*, device_mounts::*, error::*, expand::*, host::*, log::*, mounter::*,
+    queries::*, reconstruct::*, registration::*, *,
 };
 
 /// The type of `kcsi_version`.
@@ -176,6 +176,21 @@ pub type kcsi_attacher_unmount_device_fn = unsafe extern "C" fn(
 
 /// The type of `kcsi_attacher_free`.
 pub type kcsi_attacher_free_fn = unsafe extern "C" fn(a: *mut kcsi_attacher);
+
+/// The type of `kcsi_list_device_mounts`.
+pub type kcsi_list_device_mounts_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    mounts_json_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
+/// The type of `kcsi_unmount_device_by_handle`.
+pub type kcsi_unmount_device_by_handle_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    driver: *const c_char,
+    volume_handle: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
 
 /// The type of `kcsi_mounter_new`.
 pub type kcsi_mounter_new_fn = unsafe extern "C" fn(
@@ -354,6 +369,8 @@ fn types_match_exports() {
     let _: kcsi_attacher_mount_device_fn = kcsi_attacher_mount_device;
     let _: kcsi_attacher_unmount_device_fn = kcsi_attacher_unmount_device;
     let _: kcsi_attacher_free_fn = kcsi_attacher_free;
+    let _: kcsi_list_device_mounts_fn = kcsi_list_device_mounts;
+    let _: kcsi_unmount_device_by_handle_fn = kcsi_unmount_device_by_handle;
     let _: kcsi_mounter_new_fn = kcsi_mounter_new;
     let _: kcsi_mounter_path_fn = kcsi_mounter_path;
     let _: kcsi_mounter_set_up_fn = kcsi_mounter_set_up;

@@ -73,7 +73,10 @@ pub extern "C" fn kcsi_mounter_path(
 /// unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not
 /// registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final
 /// (then the directory is removed unless something is mounted on it, or the volume is a
-/// reconstructed one or a remount, which a pod may already use).
+/// reconstructed one or a remount, which a pod may already use). A symlink anywhere below
+/// the root on the way to the mount path is refused (`KCSI_ERR_FAILED_PRECONDITION`, naming
+/// it) before anything is written there or sent to the driver. Concurrent calls on the same
+/// volume run one after the other.
 /// Nullable: args_json.
 #[no_mangle]
 pub extern "C" fn kcsi_mounter_set_up(
@@ -118,7 +121,10 @@ pub extern "C" fn kcsi_mounter_free(m: *mut kcsi_mounter) {
 
 /// Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json`
 /// its SetUp wrote (so it works after a restart, with a new host). A missing file is
-/// `KCSI_ERR_NOT_FOUND`, a corrupt one `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`.
+/// `KCSI_ERR_NOT_FOUND` — unless the volume dir holds only kcsi's temp files (an interrupted
+/// SetUp or TearDown): then the unmounter's tear-down just removes them. A corrupt file is
+/// `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`; a symlink below the root on the way
+/// `KCSI_ERR_FAILED_PRECONDITION`.
 /// On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`.
 #[no_mangle]
 pub extern "C" fn kcsi_unmounter_new(

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::csi::proto::csi;
+use crate::disk::beneath::Beneath;
 use crate::disk::paths::attachment_name;
 use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorKind, Result};
@@ -138,6 +139,8 @@ pub async fn mount_device(
     args: &MountDeviceArgs,
 ) -> Result<()> {
     let dmp = check_device_mount_path(host, "attacher.MountDevice", device_mount_path)?;
+    let data_dir = dmp.parent().unwrap_or(&dmp);
+    let _volume = host.volume_locks.lock(data_dir).await;
     let src = spec.persistent_source().map_err(|e| {
         e.context(csi_log!(
             "attacher.MountDevice failed to get CSIPersistentVolumeSource"
@@ -163,8 +166,9 @@ pub async fn mount_device(
     let selinux = selinux_mount_option(host, &src.driver, args.se_linux_label.as_deref())?;
     mount_flags.extend(selinux.clone());
 
-    volume_data::make_dirs(&dmp).map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
-    let data_dir = dmp.parent().unwrap_or(&dmp);
+    let fs = host.layout.beneath()?;
+    volume_data::make_dirs(&fs, data_dir)
+        .map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
     let mut data = VolumeData::new();
     data.insert(keys::VOLUME_HANDLE.into(), src.volume_handle.clone());
     data.insert(keys::DRIVER_NAME.into(), src.driver.clone());
@@ -174,9 +178,15 @@ pub async fn mount_device(
             args.se_linux_label.clone().unwrap_or_default(),
         );
     }
-    if let Err(e) = volume_data::save(data_dir, &data) {
-        cleanup_global_mount(&dmp);
+    if let Err(e) = volume_data::save(&fs, data_dir, &data) {
+        cleanup_global_mount(&fs, &dmp);
         return Err(e.context(csi_log!("failed to save volume info data")));
+    }
+    // The global mount dir only after the file, so a volume without the file never has one
+    // that kcsi made (see `volume_data::only_leftovers`).
+    if let Err(e) = volume_data::make_dirs(&fs, &dmp) {
+        cleanup_global_mount(&fs, &dmp);
+        return Err(e.context(csi_log!("attacher.MountDevice")));
     }
     if !caps.stage_unstage {
         tracing::info!("{}", csi_log!("attacher.MountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice..."));
@@ -212,9 +222,11 @@ pub async fn mount_device(
             .into_iter()
             .collect(),
     };
+    // The driver resolves the path itself: a symlink swapped in since must not lead it out.
+    fs.check_no_symlink(&dmp, &csi_log!("attacher.MountDevice"))?;
     if let Err(e) = op.client().node_stage(req, op.deadline).await {
         if !e.is_uncertain() {
-            cleanup_global_mount(&dmp);
+            cleanup_global_mount(&fs, &dmp);
         }
         return Err(e);
     }
@@ -230,8 +242,8 @@ pub async fn mount_device(
 
 /// After a final MountDevice error: globalmount, vol_data.json and the sha dir go, unless
 /// something is mounted there (then they are needed to unmount it later).
-fn cleanup_global_mount(dmp: &Path) {
-    if let Err(e) = volume_data::remove_mount_dir(dmp) {
+fn cleanup_global_mount(fs: &Beneath, dmp: &Path) {
+    if let Err(e) = volume_data::remove_mount_dir(fs, dmp) {
         tracing::error!(
             "{}",
             csi_log!(
@@ -243,17 +255,25 @@ fn cleanup_global_mount(dmp: &Path) {
 }
 
 /// `UnmountDevice`: NodeUnstageVolume with what the global `vol_data.json` recorded, then
-/// removal of the global mount dir. Without the file there is nothing to do.
+/// removal of the global mount dir. Without the file NodeUnstage is skipped, as upstream; kcsi
+/// still removes what an interrupted MountDevice or UnmountDevice left (a dir of temp files
+/// only), so the operation can be retried to the end. A global mount dir without the file is
+/// left for `kcsi_list_device_mounts` and UnmountDevice by handle.
 pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> {
     let dmp = check_device_mount_path(host, "attacher.UnmountDevice", device_mount_path)?;
     let data_dir = dmp.parent().unwrap_or(&dmp);
-    let data = match volume_data::load(data_dir) {
+    let _volume = host.volume_locks.lock(data_dir).await;
+    let fs = host.layout.beneath()?;
+    let data = match volume_data::load(&fs, data_dir) {
         Ok(d) => d,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             tracing::info!(
                 "{}",
                 csi_log!("attacher.UnmountDevice skipped because volume data file is missing: {e}")
             );
+            if volume_data::only_leftovers(&fs, data_dir, None)? {
+                remove_global_mount(&fs, &dmp)?;
+            }
             return Ok(());
         }
         Err(e) => {
@@ -264,6 +284,18 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
     };
     let driver_name = volume_data::get(&data, keys::DRIVER_NAME, data_dir)?;
     let volume_handle = volume_data::get(&data, keys::VOLUME_HANDLE, data_dir)?;
+    unstage(host, &fs, &dmp, driver_name, volume_handle).await
+}
+
+/// NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME), then removal of the global
+/// mount dir. The caller holds the volume's lock.
+async fn unstage(
+    host: &Host,
+    fs: &Beneath,
+    dmp: &Path,
+    driver_name: &str,
+    volume_handle: &str,
+) -> Result<()> {
     let op = Operation::start(
         host,
         driver_name,
@@ -275,6 +307,7 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
         ))
     })?;
     if caps.stage_unstage {
+        fs.check_no_symlink(dmp, &csi_log!("attacher.UnmountDevice"))?;
         let path = dmp.display().to_string();
         op.client()
             .node_unstage(volume_handle, &path, op.deadline)
@@ -283,10 +316,50 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
     } else {
         tracing::info!("{}", csi_log!("attacher.UnmountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice..."));
     }
-    volume_data::remove_mount_dir(&dmp).map_err(|e| {
+    remove_global_mount(fs, dmp)
+}
+
+fn remove_global_mount(fs: &Beneath, dmp: &Path) -> Result<()> {
+    volume_data::remove_mount_dir(fs, dmp).map_err(|e| {
         e.context(csi_log!(
             "failed to clean up global mount {}",
             dmp.display()
         ))
     })
+}
+
+/// UnmountDevice of the volume `volume_handle` of `driver` when its `vol_data.json` may be
+/// gone (beyond upstream, kubernetes/kubernetes#85476): the device mount path is derived from
+/// the two, and NodeUnstageVolume is called even without the file. A file that is there must
+/// name the same driver and handle.
+pub async fn unmount_device_by_handle(
+    host: &Host,
+    driver: &str,
+    volume_handle: &str,
+) -> Result<()> {
+    let dmp = host.layout.device_mount_path(driver, volume_handle)?;
+    let data_dir = dmp.parent().unwrap_or(&dmp);
+    let _volume = host.volume_locks.lock(data_dir).await;
+    let fs = host.layout.beneath()?;
+    match volume_data::load(&fs, data_dir) {
+        Ok(data) => {
+            let recorded = (data.get(keys::DRIVER_NAME), data.get(keys::VOLUME_HANDLE));
+            if recorded != (Some(&driver.to_string()), Some(&volume_handle.to_string())) {
+                return Err(Error::new(
+                    ErrorKind::FailedPrecondition,
+                    csi_log!(
+                        "attacher.UnmountDevice: {} records driver {:?} and volume handle {:?}, not {driver:?} and {volume_handle:?}",
+                        data_dir.join(volume_data::FILE_NAME).display(),
+                        recorded.0.map_or("", String::as_str),
+                        recorded.1.map_or("", String::as_str)
+                    ),
+                ));
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            tracing::info!("{}", csi_log!("attacher.UnmountDevice: no volume data file in {}, unstaging volume {volume_handle:?} of driver {driver} as asked", data_dir.display()));
+        }
+        Err(e) => return Err(e.context(csi_log!("attacher.UnmountDevice"))),
+    }
+    unstage(host, &fs, &dmp, driver, volume_handle).await
 }

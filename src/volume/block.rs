@@ -12,8 +12,6 @@
 //! ```
 
 use std::collections::HashMap;
-use std::fs;
-use std::io::ErrorKind as IoKind;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{
@@ -24,6 +22,7 @@ use serde_json::json;
 
 use crate::csi::csi_client::NodeCapabilities;
 use crate::csi::proto::csi;
+use crate::disk::beneath::{Beneath, Entry};
 use crate::disk::paths::{attachment_name, BlockPaths};
 use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorKind, Result};
@@ -57,7 +56,7 @@ pub struct BlockMapper {
 impl BlockMapper {
     /// Checks the spec and pod and writes `data/vol_data.json` (what the unmapper and
     /// reconstruction read later).
-    pub fn new(host: &Host, spec: VolumeSpec, pod: Pod) -> Result<BlockMapper> {
+    pub async fn new(host: &Host, spec: VolumeSpec, pod: Pod) -> Result<BlockMapper> {
         let src = spec
             .persistent_source()
             .map_err(|e| e.context(csi_log!("CSIPersistentVolumeSource not defined in spec")))?;
@@ -71,7 +70,9 @@ impl BlockMapper {
         let spec_name = spec.name().to_string();
         let paths = host.layout.block_paths(&spec_name, &pod_uid)?;
 
-        volume_data::make_dirs(&paths.data_dir)?;
+        let _volume = host.volume_locks.lock(&paths.volume_dir).await;
+        let fs = host.layout.beneath()?;
+        volume_data::make_dirs(&fs, &paths.data_dir)?;
         let node = &host.config.node_name;
         let data: VolumeData = [
             (keys::SPEC_VOL_ID, spec_name.as_str()),
@@ -86,8 +87,10 @@ impl BlockMapper {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        if let Err(e) = volume_data::save(&paths.data_dir, &data) {
-            if let Err(clean) = volume_data::remove_mount_dir(&paths.data_dir) {
+        if let Err(e) = volume_data::save(&fs, &paths.data_dir, &data) {
+            let clean = volume_data::remove_volume_data_dir(&fs, &paths.data_dir)
+                .and_then(|()| fs.remove_dir(&paths.volume_dir, "failed to delete volume dir"));
+            if let Err(clean) = clean {
                 tracing::error!(
                     "{}",
                     csi_log!(
@@ -178,6 +181,7 @@ impl BlockMapper {
     /// (data, dev and staging dirs), as upstream.
     pub async fn set_up_device(&self, host: &Host) -> Result<Option<PathBuf>> {
         let src = self.source()?;
+        let _volume = host.volume_locks.lock(&self.paths.volume_dir).await;
         let (op, publish_context, caps) = self.begin(host, "SetUpDevice").await?;
         if !caps.stage_unstage {
             tracing::info!("{}", csi_log!("blockMapper.stageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice..."));
@@ -187,7 +191,8 @@ impl BlockMapper {
             .secrets("NodeStageSecretRef", src.node_stage_secret_ref.as_ref())
             .await?;
         let staging = &self.paths.staging_path;
-        volume_data::make_dirs(staging)
+        let fs = host.layout.beneath()?;
+        volume_data::make_dirs(&fs, staging)
             .map_err(|e| e.context(csi_log!("blockMapper.stageVolumeForBlock")))?;
         let req = csi::NodeStageVolumeRequest {
             volume_id: self.volume_handle.clone(),
@@ -208,9 +213,11 @@ impl BlockMapper {
                 .into_iter()
                 .collect(),
         };
+        // The driver resolves the path itself: a symlink swapped in since must not lead it out.
+        fs.check_no_symlink(staging, &csi_log!("blockMapper.stageVolumeForBlock"))?;
         if let Err(e) = op.client().node_stage(req, op.deadline).await {
             if !e.is_uncertain() {
-                if let Err(clean) = cleanup_orphan_device_files(&self.paths) {
+                if let Err(clean) = cleanup_orphan_device_files(&fs, &self.paths) {
                     tracing::error!("{}", csi_log!("blockMapper.SetUpDevice failed to clean up after a final error: {clean}"));
                 }
             }
@@ -223,9 +230,11 @@ impl BlockMapper {
     /// creates the parent directory; the driver creates the file.
     pub async fn map_pod_device(&self, host: &Host) -> Result<PathBuf> {
         let src = self.source()?;
+        let _volume = host.volume_locks.lock(&self.paths.volume_dir).await;
         let (op, publish_context, caps) = self.begin(host, "MapPodDevice").await?;
         let publish_path = self.paths.publish_path()?;
-        volume_data::make_dirs(&self.paths.publish_dir)
+        let fs = host.layout.beneath()?;
+        volume_data::make_dirs(&fs, &self.paths.publish_dir)
             .map_err(|e| e.context(csi_log!("blockMapper.publishVolumeForBlock")))?;
 
         let mut volume_context: HashMap<String, String> = src
@@ -267,6 +276,7 @@ impl BlockMapper {
             secrets,
             volume_context,
         };
+        fs.check_no_symlink(publish_path, &csi_log!("blockMapper.publishVolumeForBlock"))?;
         op.client().node_publish(req, op.deadline).await?;
         Ok(publish_path.to_path_buf())
     }
@@ -277,8 +287,9 @@ impl BlockMapper {
 pub struct BlockUnmapper {
     pub spec_name: String,
     pub pod_uid: String,
-    pub driver_name: String,
-    pub volume_handle: String,
+    /// Driver and handle; `None` when an interrupted set-up or teardown left only kcsi's
+    /// leftovers (no `vol_data.json`, no staging path, nothing mounted), which teardown removes.
+    pub volume: Option<(String, String)>,
     pub paths: BlockPaths,
 }
 
@@ -286,7 +297,24 @@ impl BlockUnmapper {
     /// `pod_uid` may be empty: the kubelet tears a device down without a pod.
     pub fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<BlockUnmapper> {
         let paths = host.layout.block_paths(spec_name, pod_uid)?;
-        let data = volume_data::load(&paths.data_dir).map_err(|e| {
+        let load = || -> Result<Option<(String, String)>> {
+            let fs = host.layout.beneath()?;
+            let data = match volume_data::load(&fs, &paths.data_dir) {
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    let data_name = paths.data_dir.file_name().and_then(|n| n.to_str());
+                    let leftovers = fs.entry(&paths.staging_path)? == Entry::Missing
+                        && volume_data::only_leftovers(&fs, &paths.volume_dir, data_name)?;
+                    return if leftovers { Ok(None) } else { Err(e) };
+                }
+                other => other?,
+            };
+            let dir = &paths.data_dir;
+            Ok(Some((
+                volume_data::get(&data, keys::DRIVER_NAME, dir)?.to_string(),
+                volume_data::get(&data, keys::VOLUME_HANDLE, dir)?.to_string(),
+            )))
+        };
+        let volume = load().map_err(|e| {
             e.context(csi_log!(
                 "unmapper failed to load volume data file [{}]",
                 paths.data_dir.display()
@@ -295,17 +323,15 @@ impl BlockUnmapper {
         Ok(BlockUnmapper {
             spec_name: spec_name.to_string(),
             pod_uid: pod_uid.to_string(),
-            driver_name: volume_data::get(&data, keys::DRIVER_NAME, &paths.data_dir)?.to_string(),
-            volume_handle: volume_data::get(&data, keys::VOLUME_HANDLE, &paths.data_dir)?
-                .to_string(),
+            volume,
             paths,
         })
     }
 
-    fn operation<'h>(&self, host: &'h Host, what: &str) -> Result<Operation<'h>> {
+    fn operation<'h>(&self, host: &'h Host, driver: &str, what: &str) -> Result<Operation<'h>> {
         Operation::start(
             host,
-            &self.driver_name,
+            driver,
             &csi_log!("blockMapper.{what} failed to get CSI client"),
         )
     }
@@ -313,10 +339,22 @@ impl BlockUnmapper {
     /// `UnmapPodDevice`: NodeUnpublishVolume of the publish path (even when it is gone: the
     /// driver decides what is left to do).
     pub async fn unmap_pod_device(&self, host: &Host) -> Result<()> {
-        let publish_path = self.paths.publish_path()?.display().to_string();
-        let op = self.operation(host, "UnmapPodDevice")?;
+        let publish_path = self.paths.publish_path()?;
+        let _volume = host.volume_locks.lock(&self.paths.volume_dir).await;
+        let Some((driver, volume_handle)) = &self.volume else {
+            return Ok(());
+        };
+        let op = self.operation(host, driver, "UnmapPodDevice")?;
+        host.layout.beneath()?.check_no_symlink(
+            publish_path,
+            &csi_log!("blockMapper.unpublishVolumeForBlock"),
+        )?;
         op.client()
-            .node_unpublish(&self.volume_handle, &publish_path, op.deadline)
+            .node_unpublish(
+                volume_handle,
+                &publish_path.display().to_string(),
+                op.deadline,
+            )
             .await
             .map_err(|e| e.context(csi_log!("blockMapper.unpublishVolumeForBlock failed")))
     }
@@ -329,27 +367,20 @@ impl BlockUnmapper {
             "{}",
             csi_log!("blockMapper.TearDownDevice [mapPath={map_path}, devicePath={device}]")
         );
-        let op = self.operation(host, "TearDownDevice")?;
-        let staging = &self.paths.staging_path;
-        match fs::symlink_metadata(staging) {
-            Err(e) if e.kind() == IoKind::NotFound => {
+        let _volume = host.volume_locks.lock(&self.paths.volume_dir).await;
+        let fs = host.layout.beneath()?;
+        if let Some((driver, volume_handle)) = &self.volume {
+            let op = self.operation(host, driver, "TearDownDevice")?;
+            let staging = &self.paths.staging_path;
+            if fs.entry(staging)? == Entry::Missing {
                 tracing::debug!("{}", csi_log!("blockMapper.TearDownDevice stagingPath({}) has already been deleted, skip calling NodeUnstageVolume", staging.display()));
-            }
-            Err(e) => {
-                return Err(Error::io(
-                    csi_log!(
-                        "blockMapper.TearDownDevice cannot stat {}",
-                        staging.display()
-                    ),
-                    &e,
-                ))
-            }
-            Ok(_) => {
+            } else {
                 let caps = op.capabilities().await?;
                 if caps.stage_unstage {
+                    fs.check_no_symlink(staging, &csi_log!("blockMapper.unstageVolumeForBlock"))?;
                     let path = staging.display().to_string();
                     op.client()
-                        .node_unstage(&self.volume_handle, &path, op.deadline)
+                        .node_unstage(volume_handle, &path, op.deadline)
                         .await
                         .map_err(|e| {
                             e.context(csi_log!("blockMapper.unstageVolumeForBlock failed"))
@@ -357,10 +388,10 @@ impl BlockUnmapper {
                 } else {
                     tracing::info!("{}", csi_log!("blockMapper.unstageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice..."));
                 }
-                remove_all_one_filesystem(staging)?;
+                fs.remove_all_one_filesystem(staging)?;
             }
         }
-        if let Err(e) = cleanup_orphan_device_files(&self.paths) {
+        if let Err(e) = cleanup_orphan_device_files(&fs, &self.paths) {
             tracing::debug!(
                 "{}",
                 csi_log!("Failed to clean up block volume directory {e}")
@@ -371,52 +402,25 @@ impl BlockUnmapper {
 }
 
 /// Upstream `cleanupOrphanDeviceFiles`: the (empty) publish dir, the staging path, and
-/// everything under `volumeDevices/<spec>` — never crossing a mount point.
-fn cleanup_orphan_device_files(paths: &BlockPaths) -> Result<()> {
-    remove_empty_dir(&paths.publish_dir, "failed to remove publish directory")?;
-    remove_empty_dir(&paths.staging_path, "failed to delete volume staging path")?;
-    remove_all_one_filesystem(&paths.volume_dir)
-}
-
-fn remove_empty_dir(dir: &Path, what: &str) -> Result<()> {
-    match fs::remove_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == IoKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(csi_log!("{what} [{}]", dir.display()), &e)),
-    }
-}
-
-/// `RemoveAllOneFilesystem`: removes `path` and everything below it, refusing (before removing
-/// anything under it) any entry that is a mount point — a bind-mounted device file included.
-fn remove_all_one_filesystem(path: &Path) -> Result<()> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == IoKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(format!("cannot stat {}", path.display()), &e)),
-    };
-    if volume_data::is_mount_point(path)? {
-        return Err(Error::new(
-            ErrorKind::Io,
-            csi_log!("refusing to remove {}: it is a mount point", path.display()),
-        ));
-    }
-    let removed = if meta.is_dir() {
-        let entries = fs::read_dir(path)
-            .map_err(|e| Error::io(format!("cannot read {}", path.display()), &e))?;
-        for entry in entries {
-            let entry =
-                entry.map_err(|e| Error::io(format!("cannot read {}", path.display()), &e))?;
-            remove_all_one_filesystem(&entry.path())?;
+/// everything under `volumeDevices/<spec>` — never crossing a mount point. `data/vol_data.json`
+/// goes last, so an interrupted cleanup can be retried with a new unmapper.
+fn cleanup_orphan_device_files(fs: &Beneath, paths: &BlockPaths) -> Result<()> {
+    fs.remove_dir(
+        &paths.publish_dir,
+        &csi_log!("failed to remove publish directory"),
+    )?;
+    fs.remove_dir(
+        &paths.staging_path,
+        &csi_log!("failed to delete volume staging path"),
+    )?;
+    for name in fs.list(&paths.volume_dir)? {
+        let path = paths.volume_dir.join(name);
+        if path != paths.data_dir {
+            fs.remove_all_one_filesystem(&path)?;
         }
-        fs::remove_dir(path)
-    } else {
-        fs::remove_file(path)
-    };
-    match removed {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == IoKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(format!("cannot remove {}", path.display()), &e)),
     }
+    volume_data::remove_volume_data_dir(fs, &paths.data_dir)?;
+    fs.remove_dir(&paths.volume_dir, &csi_log!("failed to delete volume dir"))
 }
 
 /// `ConstructBlockVolumeSpec`: a Block-mode PersistentVolume spec from `data/vol_data.json`
@@ -429,7 +433,7 @@ pub fn construct_block_volume_spec(
 ) -> Result<serde_json::Value> {
     tracing::debug!("{}", csi_log!("plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={map_path}]"));
     let data_dir = host.layout.block_data_dir(spec_name)?;
-    let data = volume_data::load(&data_dir).map_err(|e| {
+    let data = volume_data::load(&host.layout.beneath()?, &data_dir).map_err(|e| {
         e.context(csi_log!(
             "plugin.ConstructBlockVolumeSpec failed loading volume data using [{map_path}]"
         ))

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::csi::proto::csi::NodePublishVolumeRequest;
 use crate::csi::proto::TOKENS_KEY;
+use crate::disk::beneath::Beneath;
 use crate::disk::paths::{attachment_name, ephemeral_volume_handle};
 use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
@@ -104,6 +105,7 @@ impl Mounter {
 
     /// Upstream `pkg/volume/csi/csi_mounter.go SetUpAt`, step for step, with its error classes.
     pub async fn set_up(&self, host: &Host, args: &MounterArgs) -> Result<()> {
+        let _volume = host.volume_locks.lock(self.dir()).await;
         let op = Operation::start(
             host,
             &self.driver,
@@ -142,7 +144,9 @@ impl Mounter {
         let mut p = self.publication(host, &op, caps.stage_unstage).await?;
 
         let dir = self.dir();
-        volume_data::make_dirs(dir).map_err(|e| e.prefix(csi_log!("mounter.SetUpAt ")))?;
+        let fs = host.layout.beneath()?;
+        volume_data::make_dirs(&fs, dir).map_err(|e| e.prefix(csi_log!("mounter.SetUpAt ")))?;
+        fs.check_no_symlink(&self.path, &csi_log!("mounter.SetUpAt"))?;
         let mut secrets = op
             .secrets("NodePublishSecretRef", p.secret_ref.as_ref())
             .await?;
@@ -176,10 +180,12 @@ impl Mounter {
             p.mount_options.push(format!("context={}", quote(label)));
         }
 
-        if let Err(e) =
-            volume_data::save(dir, &self.volume_data(host, selinux_mount.then_some(label)))
-        {
-            self.clean_up();
+        if let Err(e) = volume_data::save(
+            &fs,
+            dir,
+            &self.volume_data(host, selinux_mount.then_some(label)),
+        ) {
+            self.clean_up(&fs);
             return Err(e
                 .context(csi_log!("mounter.SetUpAt failed to save volume info data"))
                 .transient());
@@ -204,9 +210,11 @@ impl Mounter {
             secrets,
             volume_context: p.attributes,
         };
+        // The driver resolves the target itself: a symlink swapped in since must not lead it out.
+        fs.check_no_symlink(&self.path, &csi_log!("mounter.SetUpAt"))?;
         if let Err(e) = op.client().node_publish(req, op.deadline).await {
             if e.class() == ErrorClass::Final && !args.reconstructed_volume && !args.is_remount {
-                self.clean_up();
+                self.clean_up(&fs);
             }
             return Err(e);
         }
@@ -222,6 +230,9 @@ impl Mounter {
         {
             let gid = args.fs_group.unwrap_or_default();
             let policy = args.fs_group_change_policy.unwrap_or_default();
+            // The walk changes owners and modes: never through a symlink swapped in since.
+            fs.check_no_symlink(&self.path, &csi_log!("applyFSGroup"))
+                .map_err(Error::uncertain)?;
             // A walk of a big volume must not hold up a runtime worker.
             let path = self.path.clone();
             let walk = tokio::task::spawn_blocking(move || {
@@ -312,8 +323,8 @@ impl Mounter {
     }
 
     /// Upstream `removeMountDir` after a failed SetUp: leaves a mounted target alone.
-    fn clean_up(&self) {
-        if let Err(e) = volume_data::remove_mount_dir(&self.path) {
+    fn clean_up(&self, fs: &Beneath) {
+        if let Err(e) = volume_data::remove_mount_dir(fs, &self.path) {
             tracing::error!(
                 "{}",
                 csi_log!(
@@ -404,8 +415,9 @@ pub fn tokens_json(tokens: &BTreeMap<String, TokenRequestStatus>) -> String {
 /// A published volume to tear down, known from its `vol_data.json` (so a restarted kubelet can
 /// unmount what an earlier one mounted).
 pub struct Unmounter {
-    driver: String,
-    volume_handle: String,
+    /// Driver and handle from `vol_data.json`; `None` when an interrupted set-up or teardown
+    /// left only kcsi's leftovers (no file, nothing mounted), which teardown just removes.
+    volume: Option<(String, String)>,
     path: PathBuf,
 }
 
@@ -414,23 +426,29 @@ impl Unmounter {
     pub fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<Unmounter> {
         let path = host.layout.pod_mount_path(pod_uid, spec_name)?;
         let dir = path.parent().unwrap_or(&path);
-        let load = || -> Result<(String, String)> {
-            let data = volume_data::load(dir)?;
+        let load = || -> Result<Option<(String, String)>> {
+            let fs = host.layout.beneath()?;
+            let data = match volume_data::load(&fs, dir) {
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    return if volume_data::only_leftovers(&fs, dir, None)? {
+                        Ok(None)
+                    } else {
+                        Err(e)
+                    };
+                }
+                other => other?,
+            };
             let driver = volume_data::get(&data, keys::DRIVER_NAME, dir)?.to_string();
             let handle = volume_data::get(&data, keys::VOLUME_HANDLE, dir)?.to_string();
-            Ok((driver, handle))
+            Ok(Some((driver, handle)))
         };
-        let (driver, volume_handle) = load().map_err(|e| {
+        let volume = load().map_err(|e| {
             e.context(csi_log!(
                 "unmounter failed to load volume data file [{}]",
                 path.display()
             ))
         })?;
-        Ok(Unmounter {
-            driver,
-            volume_handle,
-            path,
-        })
+        Ok(Unmounter { volume, path })
     }
 
     pub fn path(&self) -> &Path {
@@ -440,25 +458,52 @@ impl Unmounter {
     /// Upstream `TearDownAt`: NodeUnpublishVolume, then remove the dir and `vol_data.json`
     /// unless the target is still mounted. A failed unpublish is final.
     pub async fn tear_down(&self, host: &Host) -> Result<()> {
+        let dir = self.path.parent().unwrap_or(&self.path);
+        let _volume = host.volume_locks.lock(dir).await;
+        let clean = || -> Result<()> {
+            volume_data::remove_mount_dir(&host.layout.beneath()?, &self.path).map_err(|e| {
+                e.context(csi_log!(
+                    "Unmounter.TearDownAt failed to clean mount dir [{}]",
+                    self.path.display()
+                ))
+            })
+        };
+        let Some((driver, volume_handle)) = &self.volume else {
+            if !volume_data::only_leftovers(&host.layout.beneath()?, dir, None)? {
+                return Err(Error::new(
+                    ErrorKind::FailedPrecondition,
+                    csi_log!(
+                        "Unmounter.TearDownAt: {} was set up again since this unmounter was made; make a new one",
+                        dir.display()
+                    ),
+                ));
+            }
+            tracing::info!(
+                "{}",
+                csi_log!(
+                    "Unmounter.TearDownAt found no volume data file, only leftovers of an interrupted operation in {}: removing them",
+                    dir.display()
+                )
+            );
+            return clean();
+        };
         let op = Operation::start(
             host,
-            &self.driver,
+            driver,
             &csi_log!("Unmounter.TearDownAt failed to get CSI client"),
         )?;
+        host.layout
+            .beneath()?
+            .check_no_symlink(&self.path, &csi_log!("Unmounter.TearDownAt"))?;
         let target = self.path.to_string_lossy();
         op.client()
-            .node_unpublish(&self.volume_handle, &target, op.deadline)
+            .node_unpublish(volume_handle, &target, op.deadline)
             .await
             .map_err(|e| {
                 e.context(csi_log!("Unmounter.TearDownAt failed"))
                     .with_class(ErrorClass::Final)
             })?;
-        volume_data::remove_mount_dir(&self.path).map_err(|e| {
-            e.context(csi_log!(
-                "Unmounter.TearDownAt failed to clean mount dir [{}]",
-                self.path.display()
-            ))
-        })
+        clean()
     }
 }
 

@@ -201,6 +201,46 @@ impl DriverProcess {
         })
     }
 
+    /// Controller.DeleteVolume (detaches a block volume's loop device).
+    pub fn delete_volume(&self, id: &str) {
+        let req = csi::DeleteVolumeRequest {
+            volume_id: id.to_string(),
+            ..Default::default()
+        };
+        self.rpc(|ch| async move {
+            csi::controller_client::ControllerClient::new(ch)
+                .delete_volume(req)
+                .await
+                .expect("DeleteVolume");
+        })
+    }
+
+    /// The driver's volumes from `<statedir>/state.json`.
+    pub fn volumes(&self) -> Vec<Value> {
+        let path = self.dir.path().join("state/state.json");
+        let text = std::fs::read_to_string(path).unwrap_or_else(|_| "{}".into());
+        let state: Value = serde_json::from_str(&text).unwrap_or_default();
+        state["Volumes"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// (staged at, published at) of volume `id`, as the driver records them.
+    pub fn volume_paths(&self, id: &str) -> (Vec<String>, Vec<String>) {
+        let list = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        self.volumes()
+            .iter()
+            .find(|v| v["VolID"] == id)
+            .map(|v| (list(&v["Staged"]), list(&v["Published"])))
+            .unwrap_or_default()
+    }
+
     /// NodeStage of `id` at `staging` (the attacher's job, done directly by a test).
     pub fn stage(&self, id: &str, staging: &Path) {
         let req = csi::NodeStageVolumeRequest {

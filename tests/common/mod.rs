@@ -6,6 +6,7 @@
 pub mod apiserver;
 pub mod capi;
 pub mod driver;
+pub mod chost;
 pub mod plugin_peers;
 
 use std::path::{Path, PathBuf};

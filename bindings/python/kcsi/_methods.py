@@ -21,7 +21,7 @@ class _AttacherMethods:
         return self._invoke('kcsi_attacher_mount_device', (spec_json, device_mount_path, args_json))
 
     def unmount_device(self, device_mount_path):
-        'kcsi_attacher_unmount_device: UnmountDevice: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) with what the `vol_data.json` next to `device_mount_path` recorded, then removes the global mount dir. Succeeds without doing anything when that file is missing; a corrupt file is an error.'
+        "kcsi_attacher_unmount_device: UnmountDevice: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) with what the `vol_data.json` next to `device_mount_path` recorded, then removes the global mount dir. Succeeds without NodeUnstageVolume when that file is missing (as upstream), removing the global dir only when it holds nothing but kcsi's temp files (an interrupted MountDevice or UnmountDevice); a `globalmount` there is kept for `kcsi_list_device_mounts` and `kcsi_unmount_device_by_handle`. A corrupt file is an error. A symlink below the root on the way is `KCSI_ERR_FAILED_PRECONDITION`, and nothing is done."
         return self._invoke('kcsi_attacher_unmount_device', (device_mount_path,))
 
 
@@ -108,12 +108,20 @@ class _HostMethods:
         'kcsi_attacher_new: Creates an attacher for host `h`. On success `*out` receives a handle the caller owns and frees with `kcsi_attacher_free`; on error it is unchanged.'
         return self._invoke('kcsi_attacher_new', ())
 
+    def list_device_mounts(self):
+        'kcsi_list_device_mounts: The device mounts (staged volumes) below `<rootDir>/plugins/kubernetes.io/csi` as a JSON array sorted by path, one object per global mount dir (`<driver>/<sha256(handle)>/globalmount`, `"kind": "filesystem"`) and per block staging path (`volumeDevices/staging/<spec>`, `"kind": "block"`): `{"kind", "driver", "volumeHandle", "specName", "deviceMountPath", "mounted", "volumeDataFile", "volumeData", "volumeDataError"}`. `volumeData` is the file\'s keys, or null with `volumeDataError` saying why (missing, corrupt); `driver` of a filesystem entry comes from its path, so it is known even without the file. Symlinks are skipped, never followed. Caller frees `*mounts_json_out` with `kcsi_string_free`.'
+        return self._invoke('kcsi_list_device_mounts', ())
+
+    def unmount_device_by_handle(self, driver, volume_handle):
+        'kcsi_unmount_device_by_handle: UnmountDevice of the filesystem volume `volume_handle` of `driver`, for when its `vol_data.json` may be gone: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) at `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, then removal of the global mount dir, as `kcsi_attacher_unmount_device`. A `vol_data.json` that is there but names another driver or handle is `KCSI_ERR_FAILED_PRECONDITION`; an unregistered driver is `KCSI_ERR_NOT_FOUND` (transient).'
+        return self._invoke('kcsi_unmount_device_by_handle', (driver, volume_handle))
+
     def mounter_new(self, spec_json, pod_json):
         'kcsi_mounter_new: Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does no I/O and needs no registered driver. Unsafe pod UIDs or volume names are `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with `kcsi_mounter_free`; on error it is unchanged.'
         return self._invoke('kcsi_mounter_new', (spec_json, pod_json))
 
     def unmounter_new(self, spec_name, pod_uid):
-        'kcsi_unmounter_new: Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json` its SetUp wrote (so it works after a restart, with a new host). A missing file is `KCSI_ERR_NOT_FOUND`, a corrupt one `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`.'
+        "kcsi_unmounter_new: Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json` its SetUp wrote (so it works after a restart, with a new host). A missing file is `KCSI_ERR_NOT_FOUND` — unless the volume dir holds only kcsi's temp files (an interrupted SetUp or TearDown): then the unmounter's tear-down just removes them. A corrupt file is `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`; a symlink below the root on the way `KCSI_ERR_FAILED_PRECONDITION`. On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`."
         return self._invoke('kcsi_unmounter_new', (spec_name, pod_uid))
 
     def block_mapper_new(self, spec_json, pod_json):
@@ -121,7 +129,7 @@ class _HostMethods:
         return self._invoke('kcsi_block_mapper_new', (spec_json, pod_json))
 
     def block_unmapper_new(self, spec_name, pod_uid):
-        'kcsi_block_unmapper_new: Creates a block unmapper from the volume\'s `data/vol_data.json`. `pod_uid` may be "" to only tear the device down (the kubelet\'s UnmountDevice has no pod). On success `*out` receives a handle the caller frees with `kcsi_block_unmapper_free`.'
+        'kcsi_block_unmapper_new: Creates a block unmapper from the volume\'s `data/vol_data.json`. `pod_uid` may be "" to only tear the device down (the kubelet\'s UnmountDevice has no pod). A missing file is `KCSI_ERR_NOT_FOUND`, unless an interrupted teardown left only kcsi\'s temp files (no staging path): then the handle\'s teardown just removes them. On success `*out` receives a handle the caller frees with `kcsi_block_unmapper_free`.'
         return self._invoke('kcsi_block_unmapper_new', (spec_name, pod_uid))
 
     def node_expand(self, options_json):
@@ -145,7 +153,7 @@ class _MounterMethods:
         return self._invoke('kcsi_mounter_path', ())
 
     def set_up(self, args_json=None):
-        'kcsi_mounter_set_up: Publishes the volume (the kubelet\'s `SetUp`): NodePublishVolume into the mount path, with `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int, "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string, "reconstructedVolume": bool, "isRemount": bool}`, all optional, unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final (then the directory is removed unless something is mounted on it, or the volume is a reconstructed one or a remount, which a pod may already use). Nullable: args_json.'
+        'kcsi_mounter_set_up: Publishes the volume (the kubelet\'s `SetUp`): NodePublishVolume into the mount path, with `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int, "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string, "reconstructedVolume": bool, "isRemount": bool}`, all optional, unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final (then the directory is removed unless something is mounted on it, or the volume is a reconstructed one or a remount, which a pod may already use). A symlink anywhere below the root on the way to the mount path is refused (`KCSI_ERR_FAILED_PRECONDITION`, naming it) before anything is written there or sent to the driver. Concurrent calls on the same volume run one after the other. Nullable: args_json.'
         return self._invoke('kcsi_mounter_set_up', (args_json,))
 
     def metrics(self):

@@ -1,0 +1,318 @@
+//! File operations confined to the host's root directory. Every path below the root is resolved
+//! with libpathrs (openat2 `RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS`, or its safe emulation), so a
+//! symlink planted anywhere below the root — or swapped in between two calls — is refused
+//! instead of followed, and nothing outside the root is created, written or removed. The root
+//! itself is the host's to choose and may be reached through symlinks.
+
+use std::ffi::OsString;
+use std::fs::{File, Permissions};
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use pathrs::error::ErrorKind as PathrsKind;
+use pathrs::flags::{OpenFlags, RenameFlags, ResolverFlags};
+use pathrs::Root;
+use rustix::fs::FileType;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The host's root directory, opened for confined operations on absolute paths below it.
+pub struct Beneath {
+    root_path: PathBuf,
+    root: Root,
+}
+
+/// Whether an entry exists, and what it is (never following a final symlink).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Missing,
+    Dir,
+    File,
+    Other,
+}
+
+impl Beneath {
+    /// Opens `root`, creating it (mode 0750) when it does not exist yet.
+    pub fn open(root: &Path) -> Result<Beneath> {
+        let failed = |e: &std::io::Error| {
+            Error::io(format!("cannot open root directory {}", root.display()), e)
+        };
+        let opened = match Root::open(root) {
+            Err(e) if errno(&e) == Some(libc::ENOENT) => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o750)
+                    .create(root)
+                    .map_err(|e| failed(&e))?;
+                Root::open(root)
+            }
+            other => other,
+        };
+        let root_dir = opened.map_err(|e| failed(&os_error(&e)))?;
+        Ok(Beneath {
+            root_path: root.to_path_buf(),
+            root: root_dir.with_resolver_flags(ResolverFlags::NO_SYMLINKS),
+        })
+    }
+
+    /// `path` relative to the root; a path that is not a plain path below it is refused.
+    fn rel<'p>(&self, path: &'p Path) -> Result<&'p Path> {
+        let rel = path.strip_prefix(&self.root_path).map_err(|_| {
+            Error::invalid(format!(
+                "{} is not below the root directory {}",
+                path.display(),
+                self.root_path.display()
+            ))
+        })?;
+        if rel.as_os_str().is_empty()
+            || !rel.components().all(|c| matches!(c, Component::Normal(_)))
+        {
+            return Err(Error::invalid(format!(
+                "{} is not a plain path below the root directory {}",
+                path.display(),
+                self.root_path.display()
+            )));
+        }
+        Ok(rel)
+    }
+
+    /// The kcsi error for a failed `what` on `path`: a symlink (or a swap libpathrs detected) is
+    /// FAILED_PRECONDITION naming the link; a missing entry NOT_FOUND; the rest IO.
+    fn error(&self, what: &str, path: &Path, e: &pathrs::error::Error) -> Error {
+        if errno(e) == Some(libc::ELOOP) || e.kind() == PathrsKind::SafetyViolation {
+            return self.symlink_refusal(what, path);
+        }
+        let err = Error::io(format!("{what} [{}]", path.display()), &os_error(e));
+        if errno(e) == Some(libc::ENOENT) {
+            err.with_kind(ErrorKind::NotFound)
+        } else {
+            err
+        }
+    }
+
+    fn symlink_refusal(&self, what: &str, path: &Path) -> Error {
+        let link = self.first_symlink(path);
+        let found = match &link {
+            Some(l) => format!("{} is a symlink", l.display()),
+            None => "a path component changed while it was resolved".to_string(),
+        };
+        Error::new(
+            ErrorKind::FailedPrecondition,
+            format!(
+                "{what} [{}]: refused, {found}; kcsi follows no symlink below its root directory {}",
+                path.display(),
+                self.root_path.display()
+            ),
+        )
+    }
+
+    /// The first component of `path` below the root that is a symlink (for messages only).
+    fn first_symlink(&self, path: &Path) -> Option<PathBuf> {
+        let rel = path.strip_prefix(&self.root_path).ok()?;
+        let mut at = self.root_path.clone();
+        for c in rel.components() {
+            at.push(c);
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.file_type().is_symlink() => return Some(at),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Creates `dir` and its missing parents with `mode` (less the umask).
+    pub fn mkdir_all(&self, dir: &Path, mode: u32) -> Result<()> {
+        let what = "failed to create dir";
+        let rel = self.rel(dir)?;
+        self.root
+            .mkdir_all(rel, &Permissions::from_mode(mode))
+            .map(drop)
+            .map_err(|e| self.error(what, dir, &e))
+    }
+
+    /// What is at `path`, without following it; a symlink there or above is refused.
+    pub fn entry(&self, path: &Path) -> Result<Entry> {
+        let rel = self.rel(path)?;
+        let handle = match self.root.resolve_nofollow(rel) {
+            Ok(h) => h,
+            Err(e) if errno(&e) == Some(libc::ENOENT) => return Ok(Entry::Missing),
+            Err(e) => return Err(self.error("cannot inspect", path, &e)),
+        };
+        let stat = rustix::fs::fstat(&handle)
+            .map_err(|e| Error::io(format!("cannot inspect [{}]", path.display()), &e.into()))?;
+        Ok(match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => Entry::Dir,
+            FileType::RegularFile => Entry::File,
+            FileType::Symlink => return Err(self.symlink_refusal("cannot inspect", path)),
+            _ => Entry::Other,
+        })
+    }
+
+    /// Refuses `path` when it, or the part of it that exists, has a symlink component: checked
+    /// right before a path goes to the driver, which resolves it itself.
+    pub fn check_no_symlink(&self, path: &Path, what: &str) -> Result<()> {
+        let mut at = path;
+        loop {
+            match self.entry(at) {
+                Ok(Entry::Missing) => match at.parent() {
+                    Some(parent) if parent != self.root_path => at = parent,
+                    _ => return Ok(()),
+                },
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::FailedPrecondition => {
+                    return Err(self.symlink_refusal(what, path))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads the regular file at `path`, refusing more than `limit` bytes; a missing file is
+    /// NOT_FOUND. Anything else there (a FIFO that would block, a device) is refused unopened.
+    pub fn read_to_string(&self, path: &Path, what: &str, limit: u64) -> Result<String> {
+        let rel = self.rel(path)?;
+        let handle = self
+            .root
+            .resolve(rel)
+            .map_err(|e| self.error(what, path, &e))?;
+        let io = |e: std::io::Error| Error::io(format!("{what} [{}]", path.display()), &e);
+        let stat = rustix::fs::fstat(&handle).map_err(|e| io(e.into()))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{what} [{}]: not a regular file", path.display()),
+            ));
+        }
+        let file = handle
+            .reopen(OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC)
+            .map_err(|e| self.error(what, path, &e))?;
+        let mut text = String::new();
+        file.take(limit + 1).read_to_string(&mut text).map_err(io)?;
+        if text.len() as u64 > limit {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{what} [{}]: larger than {limit} bytes", path.display()),
+            ));
+        }
+        Ok(text)
+    }
+
+    /// Writes `dir/name` durably and atomically through the new temp file `dir/tmp_name`
+    /// (created exclusively, mode 0666 less the umask, as Go's `os.Create`), renamed over it.
+    pub fn write_atomic(&self, dir: &Path, name: &str, tmp_name: &str, bytes: &[u8]) -> Result<()> {
+        let path = dir.join(name);
+        let tmp = dir.join(tmp_name);
+        let (rel, rel_tmp) = (self.rel(&path)?, self.rel(&tmp)?);
+        let what = "failed to save volume data file";
+        let write = || -> std::result::Result<(), Error> {
+            let flags =
+                OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_EXCL | OpenFlags::O_CLOEXEC;
+            let mut f: File = self
+                .root
+                .create_file(rel_tmp, flags, &Permissions::from_mode(0o666))
+                .map_err(|e| self.error(what, &path, &e))?;
+            let io = |e: std::io::Error| Error::io(format!("{what} [{}]", path.display()), &e);
+            f.write_all(bytes).map_err(io)?;
+            f.sync_all().map_err(io)?;
+            self.root
+                .rename(rel_tmp, rel, RenameFlags::empty())
+                .map_err(|e| self.error(what, &path, &e))?;
+            self.root
+                .resolve(self.rel(dir)?)
+                .and_then(|h| h.reopen(OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY))
+                .map_err(|e| self.error(what, &path, &e))?
+                .sync_all()
+                .map_err(io)
+        };
+        write().inspect_err(|_| {
+            let _ = self.root.remove_file(rel_tmp);
+        })
+    }
+
+    /// Removes the file at `path`; a missing one is fine.
+    pub fn remove_file(&self, path: &Path, what: &str) -> Result<()> {
+        let rel = self.rel(path)?;
+        match self.root.remove_file(rel) {
+            Ok(()) => Ok(()),
+            Err(e) if errno(&e) == Some(libc::ENOENT) => Ok(()),
+            Err(e) => Err(self.error(what, path, &e)),
+        }
+    }
+
+    /// Removes the empty directory at `path` (or a file the driver left there); a missing one
+    /// is fine. A symlink there is refused, not removed.
+    pub fn remove_dir(&self, path: &Path, what: &str) -> Result<()> {
+        match self.entry(path)? {
+            Entry::Missing => Ok(()),
+            Entry::Dir => match self.root.remove_dir(self.rel(path)?) {
+                Ok(()) => Ok(()),
+                Err(e) if errno(&e) == Some(libc::ENOENT) => Ok(()),
+                Err(e) => Err(self.error(what, path, &e)),
+            },
+            Entry::File | Entry::Other => self.remove_file(path, what),
+        }
+    }
+
+    /// The names in directory `dir`; a missing directory has none.
+    pub fn list(&self, dir: &Path) -> Result<Vec<OsString>> {
+        let rel = self.rel(dir)?;
+        let what = "cannot read directory";
+        let file = match self.root.resolve(rel).and_then(|h| {
+            h.reopen(OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC)
+        }) {
+            Ok(f) => f,
+            Err(e) if errno(&e) == Some(libc::ENOENT) => return Ok(Vec::new()),
+            Err(e) => return Err(self.error(what, dir, &e)),
+        };
+        let io = |e: rustix::io::Errno| Error::io(format!("{what} [{}]", dir.display()), &e.into());
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&file).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(OsString::from_vec(name.to_vec()));
+            }
+        }
+        Ok(names)
+    }
+
+    /// `RemoveAllOneFilesystem`: removes `path` and everything below it, refusing (before
+    /// removing anything under it) any entry that is a mount point, and any symlink.
+    pub fn remove_all_one_filesystem(&self, path: &Path) -> Result<()> {
+        let entry = self.entry(path)?;
+        if entry == Entry::Missing {
+            return Ok(());
+        }
+        if super::volume_data::is_mount_point(path)? {
+            return Err(Error::new(
+                ErrorKind::Io,
+                csi_log!("refusing to remove {}: it is a mount point", path.display()),
+            ));
+        }
+        if entry == Entry::Dir {
+            for name in self.list(path)? {
+                self.remove_all_one_filesystem(&path.join(name))?;
+            }
+        }
+        self.remove_dir(path, "cannot remove")
+    }
+}
+
+fn errno(e: &pathrs::error::Error) -> Option<i32> {
+    match e.kind() {
+        PathrsKind::OsError(n) => n,
+        _ => None,
+    }
+}
+
+/// The OS error behind a libpathrs error, so messages read as std's ("No such file or
+/// directory (os error 2)"); libpathrs' own text when there is none.
+fn os_error(e: &pathrs::error::Error) -> std::io::Error {
+    match errno(e) {
+        Some(n) => std::io::Error::from_raw_os_error(n),
+        None => std::io::Error::other(e.to_string()),
+    }
+}
