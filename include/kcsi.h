@@ -24,6 +24,10 @@
 // Error class: nothing changed; retry later (e.g. driver not registered yet).
 #define KCSI_CLASS_TRANSIENT 2
 
+// Far above any real kubeconfig (embedded certificates take a few KiB), far below memory
+// trouble.
+#define MAX_KUBECONFIG_BYTES (4 << 20)
+
 // An attacher / device mounter of one host. Free with `kcsi_attacher_free`.
 typedef struct kcsi_attacher kcsi_attacher;
 
@@ -234,6 +238,17 @@ void kcsi_error_free(kcsi_error *e);
 
 // Frees a string kcsi returned through an `*_out` parameter. Calling with NULL is fine.
 void kcsi_string_free(char *s);
+
+// Whether a PersistentVolume's attach failed because the node has no capacity left for its
+// driver: its VolumeAttachment's `attachError.errorCode` is gRPC ResourceExhausted (8). If so,
+// the driver's CSINode `allocatable.count` is refreshed from `NodeGetInfo` before `*out` is
+// set to true. Only drivers whose CSIDriver sets `nodeAllocatableUpdatePeriodSeconds` take part
+// (gate `MutableCSINodeAllocatableCount`); a lookup that fails, a standalone host or an inline
+// volume answer false (logged), as upstream. Call it when a pod's volumes stay unattached.
+kcsi_result kcsi_verify_exhausted_resource(kcsi_host *h,
+                                           const char *spec_json,
+                                           bool *out,
+                                           kcsi_error **err_out);
 
 // Expands a volume on this node (NodeExpandVolume). `options_json`: `{"spec": <spec>,
 // "devicePath", "deviceMountPath", "deviceStagePath", "newSize": "<quantity>", "oldSize":

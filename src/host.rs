@@ -2,6 +2,7 @@
 //! store, Kubernetes access). Hosts never share state; only the runtime is process-wide.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::authentication::v1::TokenRequestStatus;
 use k8s_openapi::api::core::v1::Pod;
@@ -16,13 +17,16 @@ use crate::disk::paths::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
 use crate::volume::driver_facts::DriverFacts;
+use crate::volume::node_updater::NodeUpdater;
 
 pub struct Host {
     pub config: HostConfig,
     pub layout: Layout,
-    pub drivers: DriverStore,
+    pub drivers: Arc<DriverStore>,
     /// The API server side; `None` when standalone. Dropping it stops its background tasks.
     pub kube: Option<Kube>,
+    /// Refreshes CSINode `allocatable.count`; with a kubeconfig and the gate on.
+    pub node_updater: Option<NodeUpdater>,
 }
 
 impl Host {
@@ -38,12 +42,32 @@ impl Host {
                 None
             }
         };
+        let drivers = Arc::new(DriverStore::default());
+        let node_updater = match &kube {
+            Some(k) if config.gate("MutableCSINodeAllocatableCount") => Some(NodeUpdater::new(
+                drivers.clone(),
+                k.csidrivers.clone(),
+                k.node_info.clone(),
+                config.timeout,
+                crate::runtime::handle()?,
+            )),
+            _ => None,
+        };
         Ok(Host {
             layout: Layout::new(config.root_dir.clone()),
             config,
-            drivers: DriverStore::default(),
+            drivers,
             kube,
+            node_updater,
         })
+    }
+
+    /// After `name` was registered or deregistered: the allocatable updater follows
+    /// (`syncDriverUpdater`).
+    pub fn driver_changed(&self, name: &str) {
+        if let Some(updater) = &self.node_updater {
+            updater.sync(name);
+        }
     }
 
     /// The CSIDriver facts for `driver`: from the watched CSIDriver objects, or on standalone

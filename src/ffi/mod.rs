@@ -10,6 +10,7 @@ pub mod attacher;
 pub mod block;
 mod boundary;
 pub mod error;
+pub mod exhausted;
 pub mod expand;
 pub mod host;
 pub mod log;

@@ -69,6 +69,29 @@ impl DriverProcess {
         Self::spawn(peer_binary("standin"), args, dir, socket, DRIVER)
     }
 
+    /// The real csi-driver-host-path (`hostpathplugin`) as driver `name`.
+    pub fn real_hostpath(name: &str, node_id: &str, extra: &[&str]) -> DriverProcess {
+        let dir = short_tempdir("kcsi-hp");
+        let socket = dir.path().join("csi.sock");
+        let mut args = vec![
+            format!("--endpoint=unix://{}", socket.display()),
+            format!("--nodeid={node_id}"),
+            format!("--statedir={}", dir.path().join("state").display()),
+            format!("--drivername={name}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn(peer_binary("hostpath"), args, dir, socket, name)
+    }
+
+    /// Restarts the process with `--flag=value` replacing the same flag given before.
+    pub fn restart_with(&mut self, flag_value: &str) {
+        let flag = flag_value.split('=').next().unwrap().to_string();
+        self.args
+            .retain(|a| a.split('=').next() != Some(flag.as_str()));
+        self.args.push(flag_value.to_string());
+        self.restart();
+    }
+
     /// Kubernetes' e2e mock CSI driver (no mounts; node id = driver name).
     pub fn mock(name: &str, extra: &[&str]) -> DriverProcess {
         let dir = short_tempdir("kcsi-mock");
