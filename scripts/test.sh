@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every kcsi test, as CI does: lint, header freshness, Rust (unit + integration against
-# real peers), Python (ctypes through libkcsi.so), C (header, dlopen, ASAN, valgrind) and Go.
+# real peers), Python (ctypes through libkcsi.so), C (header, dlopen, ASAN, valgrind), Go and
+# a short fuzzing run.
 # Needs root (real mounts, loop devices). Prints one summary line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,9 @@ run build make --no-print-directory build
 run python scripts/test-python.sh
 run c scripts/test-c.sh
 run go scripts/test-go.sh
+# A bounded libFuzzer run over the C API (9 targets x 3 s; the instrumented build is cached in
+# target/fuzz).
+run fuzz env FUZZ_SECONDS=3 scripts/fuzz.sh
 
 echo
 echo "suites: ${passed} passed, ${failed} failed${failed_names[*]:+ (${failed_names[*]})}"
