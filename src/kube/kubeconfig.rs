@@ -3,6 +3,7 @@
 //! FIFO; hostile files become INVALID_ARGUMENT errors that name the path.
 
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use ::kube::config::Kubeconfig;
@@ -18,7 +19,15 @@ pub const MAX_KUBECONFIG_BYTES: u64 = 4 << 20;
 /// directory, as client-go's loader does.
 pub fn read(path: &Path) -> Result<Kubeconfig> {
     let what = format!("kubeconfig {}", path.display());
-    let meta = std::fs::metadata(path).map_err(|e| open_error(&what, &e))?;
+    // Non-blocking, so opening a FIFO cannot hang; the type is checked on the open file.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| open_error(&what, &e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(format!("cannot read {what}"), &e))?;
     if !meta.is_file() {
         let kind = if meta.is_dir() {
             "a directory"
@@ -27,7 +36,6 @@ pub fn read(path: &Path) -> Result<Kubeconfig> {
         };
         return Err(Error::invalid(format!("cannot read {what}: it is {kind}")));
     }
-    let file = std::fs::File::open(path).map_err(|e| open_error(&what, &e))?;
     let mut bytes = Vec::new();
     file.take(MAX_KUBECONFIG_BYTES + 1)
         .read_to_end(&mut bytes)
