@@ -24,10 +24,6 @@
 // Error class: nothing changed; retry later (e.g. driver not registered yet).
 #define KCSI_CLASS_TRANSIENT 2
 
-// Far above any real kubeconfig (embedded certificates take a few KiB), far below memory
-// trouble.
-#define MAX_KUBECONFIG_BYTES (4 << 20)
-
 // An attacher / device mounter of one host. Free with `kcsi_attacher_free`.
 typedef struct kcsi_attacher kcsi_attacher;
 

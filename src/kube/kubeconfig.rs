@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 
 /// Far above any real kubeconfig (embedded certificates take a few KiB), far below memory
 /// trouble.
-pub const MAX_KUBECONFIG_BYTES: u64 = 4 << 20;
+const MAX_KUBECONFIG_BYTES: u64 = 4 << 20;
 
 /// Reads, decodes and parses the kubeconfig at `path`; relative file references in it
 /// (certificate, key, token file, exec command with a `/`) are made absolute against its
