@@ -9,7 +9,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench fuzz install clean
 
 all: build
 
@@ -68,6 +68,11 @@ test-go: peers
 ## bench: figures, not assertions.
 bench: build peers
 	scripts/bench.sh
+
+## fuzz: libFuzzer + ASAN over the C API's JSON and string entry points (FUZZ_SECONDS per
+## target, default 3); see scripts/fuzz.sh.
+fuzz:
+	scripts/fuzz.sh
 
 ## install: libkcsi.so.1 (+ symlinks), libkcsi.a, kcsi.h and kcsi.pc under PREFIX.
 install: build

@@ -247,6 +247,12 @@ typedef kcsi_result (*kcsi_attacher_unmount_device_fn)(kcsi_attacher *a,
 // The type of `kcsi_attacher_free`.
 typedef void (*kcsi_attacher_free_fn)(kcsi_attacher *a);
 
+// The type of `kcsi_verify_exhausted_resource`.
+typedef kcsi_result (*kcsi_verify_exhausted_resource_fn)(kcsi_host *h,
+                                                         const char *spec_json,
+                                                         bool *out,
+                                                         kcsi_error **err_out);
+
 // The type of `kcsi_list_device_mounts`.
 typedef kcsi_result (*kcsi_list_device_mounts_fn)(kcsi_host *h,
                                                   char **mounts_json_out,
@@ -579,6 +585,17 @@ kcsi_result kcsi_attacher_unmount_device(kcsi_attacher *a,
 
 // Frees an attacher. Calling with NULL is fine.
 void kcsi_attacher_free(kcsi_attacher *a);
+
+// Whether a PersistentVolume's attach failed because the node has no capacity left for its
+// driver: its VolumeAttachment's `attachError.errorCode` is gRPC ResourceExhausted (8). If so,
+// the driver's CSINode `allocatable.count` is refreshed from `NodeGetInfo` before `*out` is
+// set to true. Only drivers whose CSIDriver sets `nodeAllocatableUpdatePeriodSeconds` take part
+// (gate `MutableCSINodeAllocatableCount`); a lookup that fails, a standalone host or an inline
+// volume answer false (logged), as upstream. Call it when a pod's volumes stay unattached.
+kcsi_result kcsi_verify_exhausted_resource(kcsi_host *h,
+                                           const char *spec_json,
+                                           bool *out,
+                                           kcsi_error **err_out);
 
 // The device mounts (staged volumes) below `<rootDir>/plugins/kubernetes.io/csi` as a JSON
 // array sorted by path, one object per global mount dir

@@ -17,15 +17,19 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// cannot encode, and a clock cannot add, arbitrarily long durations).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 
-/// Feature gates the plugin consults; any other name is refused, as the kubelet refuses
-/// unrecognized gates.
-pub const KNOWN_GATES: &[&str] = &[
-    "SELinuxMountReadWriteOncePod",
-    "SELinuxMount",
-    "CSIVolumeHealth",
-    "CSIServiceAccountTokenSecrets",
-    "MutableCSINodeAllocatableCount",
-    "CSIMigrationPortworx",
+/// Feature gates the plugin consults, with their defaults in Kubernetes v1.36.3
+/// (`pkg/features/kube_features.go`); any other name is refused, as the kubelet refuses
+/// unrecognized gates. Upstream locks SELinuxMountReadWriteOncePod, CSIServiceAccountTokenSecrets
+/// and MutableCSINodeAllocatableCount to true and has dropped CSIMigrationPortworx (Portworx is
+/// always migrated, `pkg/volume/csi/csi_plugin.go Init`); kcsi still honours an explicit value
+/// for them, so a host can reproduce an older kubelet.
+pub const KNOWN_GATES: &[(&str, bool)] = &[
+    ("SELinuxMountReadWriteOncePod", true),
+    ("SELinuxMount", false),
+    ("CSIVolumeHealth", false),
+    ("CSIServiceAccountTokenSecrets", true),
+    ("MutableCSINodeAllocatableCount", true),
+    ("CSIMigrationPortworx", true),
 ];
 
 #[derive(Debug, Deserialize)]
@@ -87,10 +91,11 @@ impl HostConfig {
             }
         };
         for gate in raw.feature_gates.keys() {
-            if !KNOWN_GATES.contains(&gate.as_str()) {
+            if !KNOWN_GATES.iter().any(|(name, _)| name == gate) {
+                let known: Vec<&str> = KNOWN_GATES.iter().map(|(name, _)| *name).collect();
                 return Err(Error::invalid(format!(
                     "host config is not valid: unrecognized feature gate {gate:?} in \"featureGates\" (known: {})",
-                    KNOWN_GATES.join(", ")
+                    known.join(", ")
                 )));
             }
         }
@@ -141,8 +146,13 @@ impl HostConfig {
         })
     }
 
+    /// The gate as the config sets it, else its v1.36.3 default.
     pub fn gate(&self, name: &str) -> bool {
-        self.feature_gates.get(name).copied().unwrap_or(false)
+        let default = KNOWN_GATES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .is_some_and(|(_, on)| *on);
+        self.feature_gates.get(name).copied().unwrap_or(default)
     }
 }
 
@@ -182,6 +192,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.message().contains("absolute"), "{}", err.message());
+    }
+
+    #[test]
+    fn gates_default_as_in_kubernetes_1_36_unless_set() {
+        let c = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r"}"#).unwrap();
+        assert!(c.gate("SELinuxMountReadWriteOncePod"));
+        assert!(c.gate("MutableCSINodeAllocatableCount"));
+        assert!(c.gate("CSIMigrationPortworx"));
+        assert!(!c.gate("SELinuxMount"));
+        assert!(!c.gate("CSIVolumeHealth"));
+        let c = HostConfig::from_json(
+            r#"{"nodeName":"n","rootDir":"/r","featureGates":{"CSIMigrationPortworx":false,"CSIVolumeHealth":true}}"#,
+        )
+        .unwrap();
+        assert!(!c.gate("CSIMigrationPortworx"));
+        assert!(c.gate("CSIVolumeHealth"));
     }
 
     #[test]

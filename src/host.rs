@@ -19,17 +19,20 @@ use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
 use crate::volume::driver_facts::DriverFacts;
+use crate::volume::node_updater::NodeUpdater;
 
 pub struct Host {
     pub config: HostConfig,
     pub layout: Layout,
-    pub drivers: DriverStore,
+    pub drivers: Arc<DriverStore>,
     /// The API server side; `None` when standalone. Dropping it stops its background tasks.
     pub kube: Option<Kube>,
     /// Set by [`Host::start`] when the config asks for `"pluginWatcher"`.
     pub plugin_watcher: OnceLock<PluginWatcher>,
     /// One lock per volume on disk: operations on the same volume never interleave.
     pub volume_locks: VolumeLocks,
+    /// Refreshes CSINode `allocatable.count`; with a kubeconfig and the gate on.
+    pub node_updater: Option<NodeUpdater>,
 }
 
 impl Host {
@@ -45,13 +48,25 @@ impl Host {
                 None
             }
         };
+        let drivers = Arc::new(DriverStore::default());
+        let node_updater = match &kube {
+            Some(k) if config.gate("MutableCSINodeAllocatableCount") => Some(NodeUpdater::new(
+                drivers.clone(),
+                k.csidrivers.clone(),
+                k.node_info.clone(),
+                config.timeout,
+                crate::runtime::handle()?,
+            )),
+            _ => None,
+        };
         Ok(Host {
             layout: Layout::new(config.root_dir.clone()),
             config,
-            drivers: DriverStore::default(),
+            drivers,
             kube,
             plugin_watcher: OnceLock::new(),
             volume_locks: VolumeLocks::default(),
+            node_updater,
         })
     }
 
@@ -75,6 +90,14 @@ impl Host {
     pub fn stop(&self) {
         if let Some(w) = self.plugin_watcher.get() {
             w.stop();
+        }
+    }
+
+    /// After `name` was registered or deregistered: the allocatable updater follows
+    /// (`syncDriverUpdater`).
+    pub fn driver_changed(&self, name: &str) {
+        if let Some(updater) = &self.node_updater {
+            updater.sync(name);
         }
     }
 

@@ -20,7 +20,9 @@ const NODE_ID: &str = "com.example.csi/csi-node1";
 const ZONE: &str = "com.example.csi/zone";
 const RACK: &str = "com.example.csi/rack";
 const OTHER: &str = "net.example.storage.other-driver";
-const MIGRATED: &str = "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/vsphere-volume";
+/// What kube-apiserver v1.36.3's kubelet writes: every in-tree plugin upstream migrates,
+/// Portworx included (pkg/volume/csi/csi_plugin.go Init).
+const MIGRATED: &str = "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume";
 
 fn manager(node: &str) -> NodeInfoManager {
     let config = kcsi::config::HostConfig::from_json(
@@ -388,12 +390,12 @@ fn initialization_updates_a_stale_migration_annotation_and_keeps_others() {
 }
 
 #[test]
-fn portworx_gate_adds_portworx_to_the_migrated_plugins() {
+fn portworx_gate_set_off_drops_portworx_from_the_migrated_plugins() {
     let c = admin();
     let name = unique("ni-pwx");
     create_node(&c, &name, &[], &[], &[]);
     let config = kcsi::config::HostConfig::from_json(
-        &json!({"nodeName": name, "rootDir": "/tmp", "featureGates": {"CSIMigrationPortworx": true}}).to_string(),
+        &json!({"nodeName": name, "rootDir": "/tmp", "featureGates": {"CSIMigrationPortworx": false}}).to_string(),
     )
     .unwrap();
     let nim = NodeInfoManager::new(
@@ -410,10 +412,7 @@ fn portworx_gate_adds_portworx_to_the_migrated_plugins() {
         .unwrap();
     assert_eq!(
         a[ANNOTATION_MIGRATED_PLUGINS],
-        MIGRATED.replace(
-            "kubernetes.io/vsphere-volume",
-            "kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume"
-        )
+        MIGRATED.replace("kubernetes.io/portworx-volume,", "")
     );
 }
 

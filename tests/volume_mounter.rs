@@ -389,7 +389,9 @@ fn selinux_context_is_appended_last_and_recorded_only_when_enabled() {
         "featureGates": {"SELinuxMountReadWriteOncePod": true},
         "csiDrivers": [csi_driver(json!({"attachRequired": false, "seLinuxMount": true}))]
     }));
-    let gate_off = Host::new(no_attach(json!({"seLinuxMount": true})));
+    let mut off = no_attach(json!({"seLinuxMount": true}));
+    off["featureGates"] = json!({"SELinuxMountReadWriteOncePod": false});
+    let gate_off = Host::new(off);
     gate_on.register_driver(&driver);
     gate_off.register_driver(&driver);
     let label = json!({"seLinuxLabel": "s0,c0"});

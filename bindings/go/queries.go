@@ -112,6 +112,15 @@ func (h *Host) CanAttach(spec Spec) (bool, error) {
 	})
 }
 
+// VerifyExhaustedResource reports whether the volume's attach failed because the node is out
+// of capacity for its driver (VolumeAttachment attachError code ResourceExhausted); if so the
+// driver's CSINode allocatable count is refreshed first. Call it when volumes stay unattached.
+func (h *Host) VerifyExhaustedResource(spec Spec) (bool, error) {
+	return h.boolQuery("VerifyExhaustedResource", spec, func(p *C.kcsi_host, s *C.char, o *C.bool, e *C.gk_err) C.kcsi_result {
+		return C.gk_verify_exhausted_resource(p, s, o, e)
+	})
+}
+
 // CanDeviceMount reports whether the volume is staged (device-mounted): true for
 // PersistentVolumes, false for inline volumes.
 func (h *Host) CanDeviceMount(spec Spec) (bool, error) {

@@ -59,6 +59,10 @@ kcsi_result gk_can_attach(kcsi_host *h, const char *spec_json, bool *out, gk_err
 	GK_SHIM(kcsi_can_attach(h, spec_json, out, &err));
 }
 
+kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e) {
+	GK_SHIM(kcsi_verify_exhausted_resource(h, spec_json, out, &err));
+}
+
 kcsi_result gk_can_device_mount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e) {
 	GK_SHIM(kcsi_can_device_mount(h, spec_json, out, &err));
 }

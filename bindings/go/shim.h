@@ -37,6 +37,7 @@ kcsi_result gk_can_support(kcsi_host *h, const char *spec_json, bool *out, gk_er
 kcsi_result gk_can_attach(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_can_device_mount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_requires_remount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
+kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 
 // Logging: the trampoline forwards kcsi records to the exported Go function.
 kcsi_result gk_set_log_callback(int enable, int32_t max_level, gk_err *e);

@@ -138,6 +138,7 @@ pub async fn register_generation(
     match install(host, &driver, deadline).await {
         Ok(info) => {
             if host.drivers.complete(name, driver.generation, info.clone()) {
+                host.driver_changed(name);
                 tracing::info!(
                     "{}",
                     csi_log!("registered CSI driver {name} (node id {:?})", info.node_id)
@@ -152,6 +153,7 @@ pub async fn register_generation(
         }
         Err(err) => {
             if host.drivers.remove_generation(name, driver.generation) {
+                host.driver_changed(name);
                 if let Err(e) = host.uninstall_node_info(name).await {
                     tracing::error!("{}", csi_log!("registrationHandler.RegisterPlugin failed to unregister plugin due to previous error: {e}"));
                 }
@@ -205,6 +207,7 @@ pub async fn deregister(host: &Host, name: &str) -> Result<()> {
     );
     check_driver_name(name)?;
     let removed = host.drivers.remove(name);
+    host.driver_changed(name);
     host.uninstall_node_info(name).await.map_err(|e| {
         tracing::error!(
             "{}",

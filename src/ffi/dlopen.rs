@@ -6,8 +6,8 @@
 use std::ffi::{c_char, c_void};
 
 use super::{
-    attacher::*, block::*, device_mounts::*, error::*, expand::*, host::*, log::*, mounter::*,
-    queries::*, reconstruct::*, registration::*, *,
+    attacher::*, block::*, device_mounts::*, error::*, exhausted::*, expand::*, host::*, log::*,
+    mounter::*, queries::*, reconstruct::*, registration::*, *,
 };
 
 /// The type of `kcsi_version`.
@@ -176,6 +176,14 @@ pub type kcsi_attacher_unmount_device_fn = unsafe extern "C" fn(
 
 /// The type of `kcsi_attacher_free`.
 pub type kcsi_attacher_free_fn = unsafe extern "C" fn(a: *mut kcsi_attacher);
+
+/// The type of `kcsi_verify_exhausted_resource`.
+pub type kcsi_verify_exhausted_resource_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    spec_json: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
 
 /// The type of `kcsi_list_device_mounts`.
 pub type kcsi_list_device_mounts_fn = unsafe extern "C" fn(
@@ -369,6 +377,7 @@ fn types_match_exports() {
     let _: kcsi_attacher_mount_device_fn = kcsi_attacher_mount_device;
     let _: kcsi_attacher_unmount_device_fn = kcsi_attacher_unmount_device;
     let _: kcsi_attacher_free_fn = kcsi_attacher_free;
+    let _: kcsi_verify_exhausted_resource_fn = kcsi_verify_exhausted_resource;
     let _: kcsi_list_device_mounts_fn = kcsi_list_device_mounts;
     let _: kcsi_unmount_device_by_handle_fn = kcsi_unmount_device_by_handle;
     let _: kcsi_mounter_new_fn = kcsi_mounter_new;

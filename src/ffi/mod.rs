@@ -12,6 +12,7 @@ pub mod host;
 pub mod registration;
 pub mod queries;
 pub mod attacher;
+pub mod exhausted;
 pub mod device_mounts;
 pub mod mounter;
 pub mod block;

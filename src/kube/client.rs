@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::kube::config::{KubeConfigOptions, Kubeconfig};
+use ::kube::config::KubeConfigOptions;
 use ::kube::Client;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -23,8 +23,7 @@ impl ApiClient {
     /// Connects lazily: no request is sent until the first call. Must run inside the runtime.
     pub fn from_kubeconfig(path: &Path) -> Result<ApiClient> {
         let what = format!("kubeconfig {}", path.display());
-        let kubeconfig = Kubeconfig::read_from(path)
-            .map_err(|e| Error::invalid(format!("cannot read {what}: {e}")))?;
+        let kubeconfig = super::kubeconfig::read(path)?;
         let config = ready(::kube::Config::from_custom_kubeconfig(
             kubeconfig,
             &KubeConfigOptions::default(),

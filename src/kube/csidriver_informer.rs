@@ -12,9 +12,12 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
 
+#[derive(Clone)]
 pub struct CsiDriverInformer {
     store: Store<CSIDriver>,
     synced: Arc<Synced>,
+    /// Bumped after every change the store saw (the informer's event handlers).
+    changes: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Set once the first full list arrived (the informer's `HasSynced`). Stays set across
@@ -39,6 +42,7 @@ impl CsiDriverInformer {
         let (store, writer) = reflector::store();
         let synced = Arc::new(Synced::default());
         let flag = synced.clone();
+        let (changed, changes) = tokio::sync::watch::channel(0u64);
         let stream = reflector::reflector(
             writer,
             watcher(Api::<CSIDriver>::all(client), watcher::Config::default()),
@@ -47,6 +51,12 @@ impl CsiDriverInformer {
         let task = runtime.spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
+                if let Ok(
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
+                ) = &event
+                {
+                    changed.send_modify(|n| *n = n.wrapping_add(1));
+                }
                 match event {
                     Ok(watcher::Event::InitDone) => {
                         let mut done = flag.done.lock().unwrap_or_else(|p| p.into_inner());
@@ -63,7 +73,19 @@ impl CsiDriverInformer {
                 }
             }
         });
-        (CsiDriverInformer { store, synced }, task)
+        (
+            CsiDriverInformer {
+                store,
+                synced,
+                changes,
+            },
+            task,
+        )
+    }
+
+    /// Wakes up after the CSIDriver objects changed (then read them with [`Self::get`]).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.clone()
     }
 
     pub fn is_synced(&self) -> bool {

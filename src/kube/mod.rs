@@ -6,6 +6,7 @@ mod backoff;
 pub mod client;
 pub mod csidriver_informer;
 pub mod csinode_init;
+pub mod kubeconfig;
 pub mod node_info;
 pub mod objects;
 

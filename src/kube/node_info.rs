@@ -118,6 +118,30 @@ impl NodeInfoManager {
             })
     }
 
+    /// `UpdateCSIDriver`: only the CSINode part of [`Self::install`] (the allocatable updater
+    /// refreshes `allocatable.count` with it).
+    pub async fn update(
+        &self,
+        driver: &str,
+        node_id: &str,
+        max_attach_limit: i64,
+        topology: Option<&BTreeMap<String, String>>,
+    ) -> Result<()> {
+        let empty = BTreeMap::new();
+        let topology = topology.unwrap_or(&empty);
+        backoff::UPDATE
+            .retry(|| async {
+                let node_uid = self.node_uid().await?;
+                self.try_install_to_csinode(&node_uid, driver, node_id, max_attach_limit, topology)
+                    .await
+            })
+            .await
+            .map_err(|errs| {
+                backoff::exhausted("error updating CSINode", errs)
+                    .context("error updating CSINode object with CSI driver node info")
+            })
+    }
+
     /// `UninstallCSIDriver`: the CSINode entry and the node-ID annotation key go; topology
     /// labels and the (possibly empty) CSINode stay, as upstream.
     pub async fn uninstall(&self, driver: &str) -> Result<()> {

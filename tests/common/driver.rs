@@ -147,6 +147,15 @@ impl DriverProcess {
         self.start();
     }
 
+    /// Restarts the process with `--flag=value` replacing the same flag given before.
+    pub fn restart_with(&mut self, flag_value: &str) {
+        let flag = flag_value.split('=').next().unwrap().to_string();
+        self.args
+            .retain(|a| a.split('=').next() != Some(flag.as_str()));
+        self.args.push(flag_value.to_string());
+        self.restart();
+    }
+
     /// Every call the driver logged for `method` (short name, e.g. `NodePublishVolume`),
     /// oldest first, as hostpathplugin (pkg/hostpath/server.go logGRPCJson), the mock and
     /// the fault driver log them: `gRPCCall: {"Method", "Request", "Response", "Error"}`,

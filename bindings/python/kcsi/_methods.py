@@ -108,6 +108,10 @@ class _HostMethods:
         'kcsi_attacher_new: Creates an attacher for host `h`. On success `*out` receives a handle the caller owns and frees with `kcsi_attacher_free`; on error it is unchanged.'
         return self._invoke('kcsi_attacher_new', ())
 
+    def verify_exhausted_resource(self, spec_json):
+        "kcsi_verify_exhausted_resource: Whether a PersistentVolume's attach failed because the node has no capacity left for its driver: its VolumeAttachment's `attachError.errorCode` is gRPC ResourceExhausted (8). If so, the driver's CSINode `allocatable.count` is refreshed from `NodeGetInfo` before `*out` is set to true. Only drivers whose CSIDriver sets `nodeAllocatableUpdatePeriodSeconds` take part (gate `MutableCSINodeAllocatableCount`); a lookup that fails, a standalone host or an inline volume answer false (logged), as upstream. Call it when a pod's volumes stay unattached."
+        return self._invoke('kcsi_verify_exhausted_resource', (spec_json,))
+
     def list_device_mounts(self):
         'kcsi_list_device_mounts: The device mounts (staged volumes) below `<rootDir>/plugins/kubernetes.io/csi` as a JSON array sorted by path, one object per global mount dir (`<driver>/<sha256(handle)>/globalmount`, `"kind": "filesystem"`) and per block staging path (`volumeDevices/staging/<spec>`, `"kind": "block"`): `{"kind", "driver", "volumeHandle", "specName", "deviceMountPath", "mounted", "volumeDataFile", "volumeData", "volumeDataError"}`. `volumeData` is the file\'s keys, or null with `volumeDataError` saying why (missing, corrupt); `driver` of a filesystem entry comes from its path, so it is known even without the file. Symlinks are skipped, never followed. Caller frees `*mounts_json_out` with `kcsi_string_free`.'
         return self._invoke('kcsi_list_device_mounts', ())
