@@ -15,6 +15,7 @@ use crate::csi::driver_store::DriverStore;
 use crate::disk::paths::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
+use crate::telemetry::Telemetry;
 use crate::volume::driver_facts::DriverFacts;
 
 pub struct Host {
@@ -23,15 +24,20 @@ pub struct Host {
     pub drivers: DriverStore,
     /// The API server side; `None` when standalone. Dropping it stops its background tasks.
     pub kube: Option<Kube>,
+    /// This host's metrics, recorded by its CSI clients and its API client.
+    pub telemetry: Telemetry,
 }
 
 impl Host {
     /// Creates a host. Must run inside the runtime (clients spawn tasks).
     pub fn new(config: HostConfig) -> Result<Host> {
+        let telemetry = Telemetry::new();
         let kube = match &config.kubeconfig {
-            Some(kubeconfig) => Some(Kube::start(&config, kubeconfig)?),
+            Some(kubeconfig) => Some(Kube::start(&config, kubeconfig, &telemetry)?),
             None => {
-                tracing::warn!(
+                // Expected for a standalone host, so a notice, not a warning.
+                tracing::info!(
+                    node = %config.node_name,
                     "{}",
                     csi_log!("kubeclient not set, assuming standalone kubelet")
                 );
@@ -43,7 +49,15 @@ impl Host {
             config,
             drivers: DriverStore::default(),
             kube,
+            telemetry,
         })
+    }
+
+    /// `kcsi_host_metrics`' text: every family in the Prometheus text format 0.0.4.
+    pub fn metrics_text(&self) -> Result<String> {
+        self.telemetry
+            .set_registered_drivers(self.drivers.list().len());
+        self.telemetry.encode()
     }
 
     /// The CSIDriver facts for `driver`: from the watched CSIDriver objects, or on standalone

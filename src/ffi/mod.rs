@@ -12,6 +12,7 @@ mod boundary;
 pub mod error;
 pub mod expand;
 pub mod host;
+pub mod host_metrics;
 pub mod log;
 pub mod mounter;
 pub mod queries;

@@ -10,6 +10,7 @@ use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::Client;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::telemetry::Telemetry;
 
 /// A client plus the number of HTTP requests it has sent (watch connections included), which
 /// the host reports so the cost of a registration can be measured.
@@ -22,6 +23,11 @@ pub struct ApiClient {
 impl ApiClient {
     /// Connects lazily: no request is sent until the first call. Must run inside the runtime.
     pub fn from_kubeconfig(path: &Path) -> Result<ApiClient> {
+        Self::recording(path, Telemetry::new())
+    }
+
+    /// As [`ApiClient::from_kubeconfig`], counting requests by verb in `telemetry`.
+    pub fn recording(path: &Path, telemetry: Telemetry) -> Result<ApiClient> {
         let what = format!("kubeconfig {}", path.display());
         let kubeconfig = Kubeconfig::read_from(path)
             .map_err(|e| Error::invalid(format!("cannot read {what}: {e}")))?;
@@ -32,7 +38,7 @@ impl ApiClient {
         .ok_or_else(|| Error::internal(format!("loading {what} did not complete synchronously")))?
         .map_err(|e| Error::invalid(format!("cannot use {what}: {e}")))?;
         let requests = Arc::new(AtomicU64::new(0));
-        let count = tower::util::MapRequestLayer::new(counting(requests.clone()));
+        let count = tower::util::MapRequestLayer::new(counting(requests.clone(), telemetry));
         let client = ::kube::client::ClientBuilder::try_from(config)
             .map_err(|e| {
                 Error::invalid(format!("cannot build a Kubernetes client from {what}: {e}"))
@@ -48,9 +54,17 @@ impl ApiClient {
 }
 
 /// A request mapper that only counts.
-fn counting<R>(counter: Arc<AtomicU64>) -> impl Fn(R) -> R + Clone {
+fn counting<B>(
+    counter: Arc<AtomicU64>,
+    telemetry: Telemetry,
+) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
     move |req| {
         counter.fetch_add(1, Ordering::Relaxed);
+        let watch = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+        telemetry.api_request(req.method().as_str(), watch);
         req
     }
 }

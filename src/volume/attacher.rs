@@ -147,7 +147,8 @@ pub async fn mount_device(
         host,
         &src.driver,
         &csi_log!("attacher.MountDevice failed to create newCsiDriverClient"),
-    )?;
+    )?
+    .migrated(spec.migrated);
     let caps = op.capabilities().await?;
     let publish_context = op
         .publish_context(&src.volume_handle)

@@ -149,7 +149,8 @@ impl BlockMapper {
             host,
             &self.driver_name,
             &csi_log!("blockMapper.{what} failed to get CSI client"),
-        )?;
+        )?
+        .migrated(self.spec.migrated);
         let publish_context = op
             .publish_context(&self.volume_handle)
             .await?

@@ -50,7 +50,8 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
         host,
         &src.driver,
         &csi_log!("Expander.NodeExpand failed to get CSI client"),
-    )?;
+    )?
+    .migrated(opts.spec.migrated);
     let caps = op.capabilities().await.map_err(|e| {
         e.context(csi_log!(
             "Expander.NodeExpand failed to check if node supports expansion "

@@ -100,7 +100,8 @@ impl Mounter {
             host,
             &self.driver,
             &csi_log!("mounter.SetUpAt failed to get CSI client"),
-        )?;
+        )?
+        .migrated(self.spec.migrated);
         // A lookup failure surfaces in upstream's first CSIDriver check (lifecycle mode); the
         // only other failure, an invalid fsGroupPolicy, in its fsGroup policy check.
         let facts = host.driver_facts(&self.driver).map_err(|e| {

@@ -21,6 +21,8 @@ pub struct Operation<'h> {
     pub host: &'h Host,
     pub driver: Arc<Driver>,
     pub deadline: Instant,
+    /// The spec is an in-tree volume migrated to CSI; labels the operation's metrics.
+    migrated: bool,
 }
 
 impl<'h> Operation<'h> {
@@ -42,15 +44,22 @@ impl<'h> Operation<'h> {
             host,
             driver,
             deadline: Instant::now() + timeout.min(MAX_TIMEOUT),
+            migrated: false,
         })
     }
 
-    pub fn client(&self) -> &CsiClient {
-        &self.driver.client
+    /// Labels the operation's RPCs as made for a migrated in-tree volume (the spec's flag).
+    pub fn migrated(mut self, migrated: bool) -> Self {
+        self.migrated = migrated;
+        self
+    }
+
+    pub fn client(&self) -> CsiClient {
+        self.driver.client.migrated(self.migrated)
     }
 
     pub async fn capabilities(&self) -> Result<NodeCapabilities> {
-        self.driver.client.capabilities(self.deadline).await
+        self.client().capabilities(self.deadline).await
     }
 
     /// The VolumeAttachment's `attachmentMetadata` (upstream `getPublishContext`): `None` when
