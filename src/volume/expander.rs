@@ -46,6 +46,8 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
             "Expander.NodeExpand failed to get CSI persistent source"
         ))
     })?;
+    let (driver, volume) = (&src.driver, &src.volume_handle);
+    tracing::debug!(driver, volume, "{}", csi_log!("Expander.NodeExpand({})", opts.device_mount_path));
     let op = Operation::start(
         host,
         &src.driver,

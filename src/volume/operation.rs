@@ -84,12 +84,27 @@ impl<'h> Operation<'h> {
             .host
             .volume_attachment(&name)
             .await
-            .map_err(Error::transient)?;
+            .map_err(|e| self.standalone_hint(e).transient())?;
         let metadata = va
             .status
             .and_then(|s| s.attachment_metadata)
             .unwrap_or_default();
         Ok(Some(metadata.into_iter().collect()))
+    }
+
+    /// A standalone host has no VolumeAttachment to read: say how to tell kcsi the driver needs
+    /// none, or how to give it an API server.
+    fn standalone_hint(&self, err: Error) -> Error {
+        if self.host.kube.is_some() {
+            return err;
+        }
+        let hint = format!(
+            "{}; if CSI driver {} needs no attach, add {{\"metadata\": {{\"name\": \"{}\"}}, \"spec\": {{\"attachRequired\": false}}}} to the host config's \"csiDrivers\", otherwise give the host a \"kubeconfig\"",
+            err.message(),
+            self.driver.name,
+            self.driver.name
+        );
+        err.with_message(hint)
     }
 
     /// The Secret a `*SecretRef` names, values as strings; any failure is transient
