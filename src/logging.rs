@@ -144,7 +144,8 @@ impl Visit for Record {
 
 impl Record {
     fn raw(&mut self, field: &Field, text: String, json: Option<serde_json::Value>) {
-        self.fields.push((field.name(), FieldValue::Raw(text, json)));
+        self.fields
+            .push((field.name(), FieldValue::Raw(text, json)));
     }
 
     /// `msg key="value" n=1`: what a callback gets and what follows klog's header.
@@ -165,16 +166,16 @@ impl Record {
 
     /// klog's JSON line (`k8s.io/component-base/logs/json`): ts in seconds, caller, msg, v,
     /// then the fields; errors and warnings also say so.
-    fn json(&self, meta: &Metadata<'_>, now: SystemTime) -> String {
+    fn json(&self, level: &Level, caller: &str, now: SystemTime) -> String {
         let mut map = serde_json::Map::new();
         let ts = now
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64();
         map.insert("ts".into(), ts.into());
-        map.insert("caller".into(), caller(meta).into());
+        map.insert("caller".into(), caller.into());
         map.insert("msg".into(), self.message.clone().into());
-        let (v, level) = match *meta.level() {
+        let (v, level) = match *level {
             Level::ERROR => (0, Some("error")),
             Level::WARN => (0, Some("warning")),
             Level::INFO => (0, None),
@@ -205,8 +206,8 @@ fn caller(meta: &Metadata<'_>) -> String {
 }
 
 /// klog's text header: `I1201 07:00:00.000000    1234 mounter.rs:120] `, in local time.
-fn klog_header(meta: &Metadata<'_>, now: SystemTime) -> String {
-    let letter = match *meta.level() {
+fn klog_header(level: &Level, caller: &str, now: SystemTime) -> String {
+    let letter = match *level {
         Level::ERROR => 'E',
         Level::WARN => 'W',
         _ => 'I',
@@ -225,7 +226,7 @@ fn klog_header(meta: &Metadata<'_>, now: SystemTime) -> String {
         tm.tm_sec,
         since.subsec_micros(),
         std::process::id(),
-        caller(meta)
+        caller
     )
 }
 
@@ -265,12 +266,94 @@ impl<S: Subscriber> Layer<S> for Router {
             None => {
                 let now = SystemTime::now();
                 let line = if self.json {
-                    record.json(meta, now)
+                    record.json(meta.level(), &caller(meta), now)
                 } else {
-                    klog_header(meta, now) + &record.text()
+                    klog_header(meta.level(), &caller(meta), now) + &record.text()
                 };
                 eprintln!("{line}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            message: "kubernetes.io/csi: Mounter.SetUpAt(/x)".into(),
+            fields: vec![
+                ("driver", FieldValue::Str("d.example".into())),
+                ("attempt", FieldValue::Raw("2".into(), Some(2.into()))),
+                ("duration", FieldValue::Raw("1.5ms".into(), None)),
+            ],
+        }
+    }
+
+    #[test]
+    fn text_is_klog_message_then_key_value_pairs() {
+        assert_eq!(
+            record().text(),
+            r#"kubernetes.io/csi: Mounter.SetUpAt(/x) driver="d.example" attempt=2 duration=1.5ms"#
+        );
+    }
+
+    #[test]
+    fn klog_header_has_letter_date_time_pid_and_caller() {
+        let now = UNIX_EPOCH + Duration::from_micros(1_764_572_400_123_456);
+        let header = klog_header(&Level::WARN, "mounter.rs:120", now);
+        let pid = std::process::id().to_string();
+        // W + MMDD + space + HH:MM:SS.micro, pid right-aligned in 7, then caller.
+        assert_eq!(
+            header.len(),
+            "W1201 07:00:00.123456 ".len() + 8 + "mounter.rs:120] ".len()
+        );
+        assert!(header.starts_with('W'), "{header}");
+        assert!(
+            header[5..].starts_with(' ') && header[14..].starts_with(".123456 "),
+            "{header}"
+        );
+        assert!(
+            header.ends_with(&format!("{pid:>7} mounter.rs:120] ")),
+            "{header}"
+        );
+        assert!(klog_header(&Level::DEBUG, "a.rs:1", now).starts_with('I'));
+        assert!(klog_header(&Level::ERROR, "a.rs:1", now).starts_with('E'));
+    }
+
+    #[test]
+    fn json_line_carries_ts_caller_msg_v_and_fields() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_764_572_400);
+        let line: serde_json::Value =
+            serde_json::from_str(&record().json(&Level::DEBUG, "mounter.rs:120", now)).unwrap();
+        assert_eq!(line["ts"], 1_764_572_400.0);
+        assert_eq!(line["caller"], "mounter.rs:120");
+        assert_eq!(line["msg"], "kubernetes.io/csi: Mounter.SetUpAt(/x)");
+        assert_eq!(line["v"], 4);
+        assert_eq!(line["driver"], "d.example");
+        assert_eq!(line["attempt"], 2);
+        assert_eq!(line["duration"], "1.5ms");
+        let warning: serde_json::Value =
+            serde_json::from_str(&record().json(&Level::WARN, "a.rs:1", now)).unwrap();
+        assert_eq!(
+            (warning["v"].clone(), warning["level"].clone()),
+            (0.into(), "warning".into())
+        );
+    }
+
+    #[test]
+    fn only_kcsi_targets_are_kcsi() {
+        assert!(is_kcsi("kcsi") && is_kcsi("kcsi::csi::csi_client"));
+        for lib in [
+            "h2::codec",
+            "hyper_util",
+            "tower::buffer",
+            "rustls::client",
+            "kube_runtime",
+            "kcsix",
+        ] {
+            assert!(!is_kcsi(lib), "{lib}");
         }
     }
 }

@@ -627,3 +627,31 @@ fn may_be_in_progress(err: &Error) -> bool {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dial_errors_name_the_os_cause_as_go_does() {
+        let cases = [
+            (libc::ENOENT, "no such file or directory"),
+            (libc::ECONNREFUSED, "connection refused"),
+            (libc::EACCES, "permission denied"),
+        ];
+        for (errno, text) in cases {
+            let err = std::io::Error::from_raw_os_error(errno);
+            assert_eq!(
+                dial_error(Path::new("/run/d.sock"), &err),
+                format!("dial unix /run/d.sock: connect: {text}")
+            );
+        }
+    }
+
+    #[test]
+    fn code_names_are_grpc_go_spellings() {
+        assert_eq!(code_name(Code::Cancelled), "Canceled");
+        assert_eq!(code_name(Code::Ok), "OK");
+        assert_eq!(code_name(Code::NotFound), "NotFound");
+    }
+}

@@ -144,7 +144,12 @@ pub async fn mount_device(
         ))
     })?;
     let (driver, volume) = (&src.driver, &src.volume_handle);
-    tracing::debug!(driver, volume, "{}", csi_log!("attacher.MountDevice({})", dmp.display()));
+    tracing::debug!(
+        driver,
+        volume,
+        "{}",
+        csi_log!("attacher.MountDevice({})", dmp.display())
+    );
     let op = Operation::start(
         host,
         &src.driver,
@@ -221,7 +226,15 @@ pub async fn mount_device(
         }
         return Err(e);
     }
-    tracing::debug!(driver, volume, "{}", csi_log!("attacher.MountDevice successfully requested NodeStageVolume [{}]", dmp.display()));
+    tracing::debug!(
+        driver,
+        volume,
+        "{}",
+        csi_log!(
+            "attacher.MountDevice successfully requested NodeStageVolume [{}]",
+            dmp.display()
+        )
+    );
     Ok(())
 }
 
@@ -262,7 +275,12 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
     let driver_name = volume_data::get(&data, keys::DRIVER_NAME, data_dir)?;
     let volume_handle = volume_data::get(&data, keys::VOLUME_HANDLE, data_dir)?;
     let (driver, volume) = (driver_name, volume_handle);
-    tracing::debug!(driver, volume, "{}", csi_log!("attacher.UnmountDevice({})", dmp.display()));
+    tracing::debug!(
+        driver,
+        volume,
+        "{}",
+        csi_log!("attacher.UnmountDevice({})", dmp.display())
+    );
     let op = Operation::start(
         host,
         driver_name,
@@ -279,7 +297,12 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
             .node_unstage(volume_handle, &path, op.deadline)
             .await
             .map_err(|e| e.context(csi_log!("attacher.UnmountDevice failed")))?;
-        tracing::debug!(driver, volume, "{}", csi_log!("attacher.UnmountDevice successfully requested NodeUnStageVolume [{path}]"));
+        tracing::debug!(
+            driver,
+            volume,
+            "{}",
+            csi_log!("attacher.UnmountDevice successfully requested NodeUnStageVolume [{path}]")
+        );
     } else {
         tracing::info!("{}", csi_log!("attacher.UnmountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice..."));
     }

@@ -146,7 +146,13 @@ impl BlockMapper {
         what: &str,
     ) -> Result<(Operation<'h>, HashMap<String, String>, NodeCapabilities)> {
         let (driver, volume, pod) = (&self.driver_name, &self.volume_handle, &self.pod_uid);
-        tracing::debug!(driver, volume, pod, "{}", csi_log!("blockMapper.{what} called"));
+        tracing::debug!(
+            driver,
+            volume,
+            pod,
+            "{}",
+            csi_log!("blockMapper.{what} called")
+        );
         let op = Operation::start(
             host,
             &self.driver_name,
@@ -292,7 +298,13 @@ impl BlockUnmapper {
 
     fn operation<'h>(&self, host: &'h Host, what: &str) -> Result<Operation<'h>> {
         let (driver, volume, pod) = (&self.driver_name, &self.volume_handle, &self.pod_uid);
-        tracing::debug!(driver, volume, pod, "{}", csi_log!("blockMapper.{what} called"));
+        tracing::debug!(
+            driver,
+            volume,
+            pod,
+            "{}",
+            csi_log!("blockMapper.{what} called")
+        );
         Operation::start(
             host,
             &self.driver_name,

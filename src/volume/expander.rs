@@ -47,7 +47,12 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
         ))
     })?;
     let (driver, volume) = (&src.driver, &src.volume_handle);
-    tracing::debug!(driver, volume, "{}", csi_log!("Expander.NodeExpand({})", opts.device_mount_path));
+    tracing::debug!(
+        driver,
+        volume,
+        "{}",
+        csi_log!("Expander.NodeExpand({})", opts.device_mount_path)
+    );
     let op = Operation::start(
         host,
         &src.driver,

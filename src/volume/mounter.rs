@@ -97,7 +97,13 @@ impl Mounter {
     /// Upstream `SetUpAt`, step for step, with its error classes: see the reference §1.6.
     pub async fn set_up(&self, host: &Host, args: &MounterArgs) -> Result<()> {
         let (driver, volume, pod) = (&self.driver, &self.volume_handle, &self.pod_uid);
-        tracing::debug!(driver, volume, pod, "{}", csi_log!("Mounter.SetUpAt({})", self.path.display()));
+        tracing::debug!(
+            driver,
+            volume,
+            pod,
+            "{}",
+            csi_log!("Mounter.SetUpAt({})", self.path.display())
+        );
         let op = Operation::start(
             host,
             &self.driver,
@@ -233,7 +239,16 @@ impl Mounter {
                 .uncertain()
             })?;
         }
-        tracing::debug!(driver, volume, pod, "{}", csi_log!("mounter.SetUp successfully requested NodePublish [{}]", self.path.display()));
+        tracing::debug!(
+            driver,
+            volume,
+            pod,
+            "{}",
+            csi_log!(
+                "mounter.SetUp successfully requested NodePublish [{}]",
+                self.path.display()
+            )
+        );
         Ok(())
     }
 
@@ -437,7 +452,12 @@ impl Unmounter {
     /// unless the target is still mounted. A failed unpublish is final.
     pub async fn tear_down(&self, host: &Host) -> Result<()> {
         let (driver, volume) = (&self.driver, &self.volume_handle);
-        tracing::debug!(driver, volume, "{}", csi_log!("Unmounter.TearDownAt({})", self.path.display()));
+        tracing::debug!(
+            driver,
+            volume,
+            "{}",
+            csi_log!("Unmounter.TearDownAt({})", self.path.display())
+        );
         let op = Operation::start(
             host,
             &self.driver,

@@ -69,6 +69,22 @@ impl DriverProcess {
         Self::spawn(peer_binary("standin"), args, dir, socket, DRIVER)
     }
 
+    /// The real csi-driver-host-path (`scripts/peers/path.sh hostpath`): volumes must be
+    /// created (CreateVolume) before a node can stage or publish them.
+    pub fn real_hostpath(node_id: &str, driver_name: &str) -> DriverProcess {
+        let dir = short_tempdir("kcsi-hp");
+        let socket = dir.path().join("csi.sock");
+        let state = dir.path().join("state");
+        let args = vec![
+            format!("--endpoint=unix://{}", socket.display()),
+            format!("--nodeid={node_id}"),
+            format!("--statedir={}", state.display()),
+            format!("--drivername={driver_name}"),
+            "-v=5".to_string(),
+        ];
+        Self::spawn(peer_binary("hostpath"), args, dir, socket, driver_name)
+    }
+
     /// Kubernetes' e2e mock CSI driver (no mounts; node id = driver name).
     pub fn mock(name: &str, extra: &[&str]) -> DriverProcess {
         let dir = short_tempdir("kcsi-mock");
