@@ -92,6 +92,9 @@ typedef void (*kcsi_log_fn)(void *user_data, int32_t level, const char *target, 
 // A bug in kcsi, including a caught panic.
 #define KCSI_ERR_INTERNAL 12
 
+// Upstream's buckets for every storage latency histogram (`pkg/volume/util/metrics.go`).
+#define LATENCY_BUCKETS { 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0, }
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -260,9 +263,20 @@ kcsi_result kcsi_host_status(kcsi_host *h, char **status_json_out, kcsi_error **
 // `KCSI_ERR_FAILED_PRECONDITION`. Calling with NULL is fine.
 void kcsi_host_free(kcsi_host *h);
 
+// The host's metrics in the Prometheus text exposition format (version 0.0.4), ready to
+// serve on a `/metrics` endpoint: `csi_operations_seconds` (as upstream's kubelet: labels
+// `driver_name`, `method_name`, `grpc_status_code`, `migrated`), and kcsi's own
+// `kcsi_driver_registrations_total`, `kcsi_registered_drivers`, `kcsi_api_requests_total`.
+// Each host has its own registry. Caller frees `*text_out` with `kcsi_string_free`.
+kcsi_result kcsi_host_metrics(kcsi_host *h, char **text_out, kcsi_error **err_out);
+
 // Routes kcsi's log records with a level up to `max_level` (0 error .. 4 trace) to `cb`, or
-// back to stderr when `cb` is NULL. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a
-// callback.
+// back to stderr when `cb` is NULL. Returns only once no record is still being delivered to
+// the previous callback, so its `user_data` may be freed right after; a callback must never
+// wait for a thread that is calling this. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a
+// callback. A record's message is the text followed by its fields as klog writes them
+// (`msg driver="d" volume="v"`). Only kcsi's own records are routed; the libraries under it
+// are silent unless the environment variable `KCSI_LOG_LIBRARIES=1` is set.
 kcsi_result kcsi_set_log_callback(kcsi_log_fn cb,
                                   void *user_data,
                                   int32_t max_level,
