@@ -132,17 +132,8 @@ impl Telemetry {
             .set(i64::try_from(registered).unwrap_or(i64::MAX));
     }
 
-    /// Counts one API request by its HTTP method and whether it is a watch.
-    pub fn api_request(&self, method: &str, watch: bool) {
-        let verb = match method {
-            _ if watch => "watch",
-            "GET" => "get",
-            "POST" => "create",
-            "PUT" => "update",
-            "PATCH" => "patch",
-            "DELETE" => "delete",
-            _ => "other",
-        };
+    /// Counts one API request by its Kubernetes verb (`get`, `list`, `watch`, `create`, ...).
+    pub fn api_request(&self, verb: &'static str) {
         self.api_requests.get_or_create(&Verb { verb }).inc();
     }
 
@@ -204,12 +195,12 @@ mod tests {
     }
 
     #[test]
-    fn api_requests_count_by_kubernetes_verb() {
+    fn api_requests_count_by_verb() {
         let t = Telemetry::new();
-        t.api_request("GET", true);
-        t.api_request("GET", false);
-        t.api_request("PATCH", false);
-        t.api_request("PATCH", false);
+        t.api_request("watch");
+        t.api_request("get");
+        t.api_request("patch");
+        t.api_request("patch");
         let text = t.encode().unwrap();
         assert!(
             text.contains("kcsi_api_requests_total{verb=\"watch\"} 1"),

@@ -300,6 +300,10 @@ fn real_lifecycle_is_measured_once_per_rpc_and_traced_without_secrets() {
         sample("kcsi_api_requests_total", "verb", "watch").unwrap() >= 1.0,
         "CSIDriver watch: {text}"
     );
+    assert!(
+        sample("kcsi_api_requests_total", "verb", "list").unwrap() >= 1.0,
+        "CSIDriver list: {text}"
+    );
 
     // One debug record per RPC, naming method, driver, volume, code and duration.
     let calls: Vec<&String> = logs
