@@ -92,9 +92,6 @@ typedef void (*kcsi_log_fn)(void *user_data, int32_t level, const char *target, 
 // A bug in kcsi, including a caught panic.
 #define KCSI_ERR_INTERNAL 12
 
-// Upstream's buckets for every storage latency histogram (`pkg/volume/util/metrics.go`).
-#define LATENCY_BUCKETS { 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0, }
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

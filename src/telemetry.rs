@@ -15,7 +15,7 @@ use prometheus_client::registry::{Metric, Registry};
 use crate::error::{Error, Result};
 
 /// Upstream's buckets for every storage latency histogram (`pkg/volume/util/metrics.go`).
-pub const LATENCY_BUCKETS: [f64; 13] = [
+const LATENCY_BUCKETS: [f64; 13] = [
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0,
 ];
 
