@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use attacher_support::*;
 use kcsi::ffi;
-use kcsi::telemetry::Telemetry;
+use kcsi::telemetry::{CsiRecorder, Telemetry};
 use serde_json::json;
 
 const DRIVER: &str = "obs-bench.csi.k8s.io";
@@ -31,19 +31,20 @@ fn ns(d: Duration, n: u32) -> f64 {
 }
 
 /// The instrumentation of one RPC, as `CsiClient::call` does it.
-fn instrument_one_rpc(t: &Telemetry, volume: &str, request: &impl std::fmt::Debug) {
+fn instrument_one_rpc(t: &CsiRecorder, volume: &str, request: &impl std::fmt::Debug) {
     let method = "/csi.v1.Node/NodePublishVolume";
     tracing::trace!(driver = DRIVER, method, volume, request = ?request, "CSI request");
     let start = tokio::time::Instant::now();
     let took = start.elapsed();
-    t.observe_csi(DRIVER, method, "OK", false, took);
+    t.observe(method, "OK", false, took);
     tracing::debug!(driver = DRIVER, method, volume, code = "OK", duration = ?took, "CSI call");
     tracing::trace!(driver = DRIVER, method, volume, response = ?(), "CSI response");
 }
 
 fn main() {
     kcsi::logging::init();
-    let t = Telemetry::new();
+    let telemetry = Telemetry::new();
+    let t = telemetry.csi_recorder(DRIVER);
     let request = kcsi::csi::proto::csi::NodePublishVolumeRequest::default();
     for _ in 0..10_000 {
         instrument_one_rpc(&t, "vol-1", &request);
@@ -71,7 +72,7 @@ fn main() {
     let start = Instant::now();
     let mut bytes = 0;
     for _ in 0..1_000 {
-        bytes += t.encode().unwrap().len();
+        bytes += telemetry.encode().unwrap().len();
     }
     println!(
         "kcsi_host_metrics encoding (1 series): {:.1} µs, {} bytes",

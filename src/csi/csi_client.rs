@@ -20,7 +20,7 @@ use crate::csi::proto::csi;
 use crate::csi::proto::csi::node_client::NodeClient;
 use crate::error::{Error, ErrorKind, Result};
 use crate::goquote::quote;
-use crate::telemetry::{Telemetry, NON_GRPC};
+use crate::telemetry::{CsiRecorder, Telemetry, NON_GRPC};
 
 // The gRPC full method names, as upstream's metrics and csi-lib-utils' call logs name them.
 const NODE_GET_INFO: &str = "/csi.v1.Node/NodeGetInfo";
@@ -99,7 +99,7 @@ struct Inner {
     connections: Arc<AtomicU64>,
     /// Capabilities and the connection count they were probed on.
     caps: Mutex<Option<(u64, NodeCapabilities)>>,
-    telemetry: Telemetry,
+    metrics: CsiRecorder,
 }
 
 /// Marks errors that happened before any driver answered, so they are never taken for a
@@ -145,7 +145,7 @@ impl CsiClient {
                 channel,
                 connections,
                 caps: Mutex::new(None),
-                telemetry,
+                metrics: telemetry.csi_recorder(driver),
             }),
             migrated: false,
         })
@@ -226,8 +226,8 @@ impl CsiClient {
         let took = start.elapsed();
         let driver = self.inner.driver.as_str();
         self.inner
-            .telemetry
-            .observe_csi(driver, method, code, self.migrated, took);
+            .metrics
+            .observe(method, code, self.migrated, took);
         tracing::debug!(driver, method, volume = volume_id, code, duration = ?took, "CSI call");
     }
 
