@@ -56,6 +56,19 @@ fn main() {
     let per_rpc = ns(start.elapsed(), ROUNDS);
     println!("instrumentation per RPC (1 observation + 3 disabled records): {per_rpc:.1} ns");
 
+    let took = Duration::from_micros(120);
+    let start = Instant::now();
+    for _ in 0..ROUNDS {
+        t.observe(
+            black_box("/csi.v1.Node/NodePublishVolume"),
+            "OK",
+            false,
+            black_box(took),
+        );
+    }
+    let per_observation = ns(start.elapsed(), ROUNDS);
+    println!("  of which the observation: {per_observation:.1} ns (the rest: a clock read, disabled records)");
+
     let start = Instant::now();
     for _ in 0..ROUNDS {
         tracing::debug!(
