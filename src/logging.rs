@@ -167,34 +167,38 @@ impl Record {
     /// klog's JSON line (`k8s.io/component-base/logs/json`): ts in seconds, caller, msg, v,
     /// then the fields; errors and warnings also say so.
     fn json(&self, level: &Level, caller: &str, now: SystemTime) -> String {
-        let mut map = serde_json::Map::new();
         let ts = now
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64();
-        map.insert("ts".into(), ts.into());
-        map.insert("caller".into(), caller.into());
-        map.insert("msg".into(), self.message.clone().into());
-        let (v, level) = match *level {
+        let (v, severity) = match *level {
             Level::ERROR => (0, Some("error")),
             Level::WARN => (0, Some("warning")),
             Level::INFO => (0, None),
             Level::DEBUG => (4, None),
             Level::TRACE => (5, None),
         };
-        map.insert("v".into(), v.into());
-        if let Some(level) = level {
-            map.insert("level".into(), level.into());
+        let json = |v: &serde_json::Value| v.to_string();
+        // Written by hand only to keep klog's key order; every value is serde_json's.
+        let mut out = format!(
+            "{{\"ts\":{},\"caller\":{},\"msg\":{},\"v\":{v}",
+            json(&ts.into()),
+            json(&caller.into()),
+            json(&self.message.clone().into())
+        );
+        if let Some(severity) = severity {
+            let _ = write!(out, ",\"level\":\"{severity}\"");
         }
         for (key, value) in &self.fields {
             let value = match value {
-                FieldValue::Str(s) => s.clone().into(),
-                FieldValue::Raw(_, Some(json)) => json.clone(),
-                FieldValue::Raw(s, None) => s.clone().into(),
+                FieldValue::Str(s) => json(&s.clone().into()),
+                FieldValue::Raw(_, Some(v)) => json(v),
+                FieldValue::Raw(s, None) => json(&s.clone().into()),
             };
-            map.insert((*key).into(), value);
+            let _ = write!(out, ",{}:{value}", json(&(*key).into()));
         }
-        serde_json::Value::Object(map).to_string()
+        out.push('}');
+        out
     }
 }
 
@@ -320,6 +324,20 @@ mod tests {
         );
         assert!(klog_header(&Level::DEBUG, "a.rs:1", now).starts_with('I'));
         assert!(klog_header(&Level::ERROR, "a.rs:1", now).starts_with('E'));
+    }
+
+    #[test]
+    fn json_line_keeps_klogs_key_order() {
+        let now = UNIX_EPOCH + Duration::from_secs(1);
+        let line = record().json(&Level::INFO, "a.rs:1", now);
+        assert!(
+            line.starts_with(r#"{"ts":1.0,"caller":"a.rs:1","msg":"#),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(r#""driver":"d.example","attempt":2,"duration":"1.5ms"}"#),
+            "{line}"
+        );
     }
 
     #[test]
