@@ -28,3 +28,18 @@ def test_each_host_has_its_own_registry(make_host, mock_driver):
 def test_parse_metrics_unescapes_label_values():
     (s,) = kcsi.parse_metrics('x_total{a="q\\"z\\\\",b="n\\n"} 2.5\n# HELP x y\n')
     assert s == kcsi.Sample("x_total", {"a": 'q"z\\', "b": "n\n"}, 2.5)
+
+
+def test_each_csi_call_is_one_debug_record_with_its_fields(host, mock_driver):
+    d = mock_driver()
+    records = []
+    kcsi.set_log_callback(lambda lvl, target, msg: records.append((lvl, target, msg)), 3)
+    try:
+        host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
+    finally:
+        kcsi.set_log_callback(None, 1)
+    calls = [m for lvl, _, m in records if lvl == 3 and m.startswith("CSI call ")]
+    assert len(calls) == 1, records
+    assert f'driver="{d.name}"' in calls[0] and 'method="/csi.v1.Node/NodeGetInfo"' in calls[0]
+    assert 'code="OK"' in calls[0] and "duration=" in calls[0]
+    assert all(t.startswith("kcsi") for _, t, _ in records), records
