@@ -44,9 +44,11 @@
  * with KCSI_ERR_FAILED_PRECONDITION.
  *
  * LOGGING. kcsi_set_log_callback routes records up to a level (0 error .. 4 trace) to a
- * callback that may run on any thread, concurrently, and must not call into kcsi. Without one,
- * warnings and errors go to stderr (KCSI_LOG_LEVEL=0..4 changes the level). Secrets and tokens
- * never reach a record.
+ * callback that may run on any thread, concurrently, and must not call into kcsi; once it
+ * returns, the previous callback is no longer running, so its user_data may be freed. Without
+ * one, warnings and errors go to stderr in klog's format (KCSI_LOG_FORMAT=json for JSON;
+ * KCSI_LOG_LEVEL=0..4 changes the level). Every CSI call is a debug record. Secrets and tokens
+ * never reach a record. kcsi_host_metrics gives the host's metrics in Prometheus text format.
  *
  * HOST CONFIGURATION, kcsi_host_new's config_json (unknown keys: KCSI_ERR_INVALID_ARGUMENT):
  *   "nodeName"        string, required: the Node this agent acts for
@@ -152,6 +154,9 @@ typedef kcsi_result (*kcsi_host_status_fn)(kcsi_host *h,
 
 // The type of `kcsi_host_free`.
 typedef void (*kcsi_host_free_fn)(kcsi_host *h);
+
+// The type of `kcsi_host_metrics`.
+typedef kcsi_result (*kcsi_host_metrics_fn)(kcsi_host *h, char **text_out, kcsi_error **err_out);
 
 // The type of `kcsi_validate_plugin`.
 typedef kcsi_result (*kcsi_validate_plugin_fn)(kcsi_host *h,
@@ -471,6 +476,13 @@ kcsi_result kcsi_host_status(kcsi_host *h, char **status_json_out, kcsi_error **
 // with NULL is fine.
 void kcsi_host_free(kcsi_host *h);
 
+// The host's metrics in the Prometheus text exposition format (version 0.0.4), ready to
+// serve on a `/metrics` endpoint: `csi_operations_seconds` (as upstream's kubelet: labels
+// `driver_name`, `method_name`, `grpc_status_code`, `migrated`), and kcsi's own
+// `kcsi_driver_registrations_total`, `kcsi_registered_drivers`, `kcsi_api_requests_total`.
+// Each host has its own registry. Caller frees `*text_out` with `kcsi_string_free`.
+kcsi_result kcsi_host_metrics(kcsi_host *h, char **text_out, kcsi_error **err_out);
+
 // Checks a driver's name, endpoint and supported versions as the kubelet's `ValidatePlugin`
 // does, without registering anything. `versions` is an array of `versions_len` strings.
 kcsi_result kcsi_validate_plugin(kcsi_host *h,
@@ -785,8 +797,12 @@ kcsi_result kcsi_construct_block_volume_spec(kcsi_host *h,
                                              kcsi_error **err_out);
 
 // Routes kcsi's log records with a level up to `max_level` (0 error .. 4 trace) to `cb`, or
-// back to stderr when `cb` is NULL. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a
-// callback.
+// back to stderr when `cb` is NULL. Returns only once no record is still being delivered to
+// the previous callback, so its `user_data` may be freed right after; a callback must never
+// wait for a thread that is calling this. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a
+// callback. A record's message is the text followed by its fields as klog writes them
+// (`msg driver="d" volume="v"`). Only kcsi's own records are routed; the libraries under it
+// are silent unless the environment variable `KCSI_LOG_LIBRARIES=1` is set.
 // Nullable: cb, user_data.
 kcsi_result kcsi_set_log_callback(kcsi_log_fn cb,
                                   void *user_data,

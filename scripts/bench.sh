@@ -3,9 +3,11 @@
 #   registration: kcsi_get_volume_name per call; register+deregister against a real driver
 #   register_api: the same with a real API server (Node/CSINode writes), API requests counted
 #   lifecycle:    one volume lifecycle through the C API vs. the bare RPCs (the floor)
+#   observability: what metrics + the CSI call trace cost at the default level (lifecycle,
+#                 cheap query)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for bench in registration register_api lifecycle; do
+for bench in registration register_api lifecycle observability; do
   echo "=== $bench"
-  cargo bench --quiet --bench "$bench" 2>&1 | grep -v '^kcsi WARN'
+  cargo bench --quiet --bench "$bench" 2>&1 | grep -Ev '^(kcsi WARN|[EW][0-9]{4} )'
 done

@@ -4,6 +4,7 @@
 # against real CSI drivers (hostpathplugin; the e2e mock driver where a test needs a volume that
 # exists from the start), the GC-stress test (GOGC=1, -tags gcstress), and the example built both
 # ways (shared: no rpath; -tags kcsi_static: no libkcsi.so.1 needed) and run against hostpathplugin.
+# bindings/go/kcsiprom (the Prometheus collector, its own module) is vetted and tested too.
 #   KCSI_GO_PREFIX=<dir>          install prefix (default: target/go-prefix)
 #   KCSI_GCSTRESS_DURATION=<dur>  GC-stress run time (default 10s)
 # Runs every step, then fails if any failed. Go module and build caches live in $HOME.
@@ -75,6 +76,8 @@ step gofmt gofmt_clean
 step vet vet_all
 step test "$GO" test -race -count=1 ./...
 step gcstress env GOGC=1 "$GO" test -race -count=1 -tags gcstress -run GCStress -v .
+# kcsiprom is its own module (client_golang): the only step that may fetch modules.
+step kcsiprom bash -c "cd kcsiprom && env -u GOPROXY '$GO' vet ./... && env -u GOPROXY '$GO' test -race -count=1 ./..."
 step example-build "$GO" build -o "$WORK/register" ./examples/register
 step example-no-rpath no_rpath "$WORK/register"
 step example-run run_example "$WORK/register"

@@ -18,6 +18,7 @@ use crate::disk::paths::Layout;
 use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
+use crate::telemetry::Telemetry;
 use crate::volume::driver_facts::DriverFacts;
 use crate::volume::node_updater::NodeUpdater;
 
@@ -33,15 +34,20 @@ pub struct Host {
     pub volume_locks: VolumeLocks,
     /// Refreshes CSINode `allocatable.count`; with a kubeconfig and the gate on.
     pub node_updater: Option<NodeUpdater>,
+    /// This host's metrics, recorded by its CSI clients and its API client.
+    pub telemetry: Telemetry,
 }
 
 impl Host {
     /// Creates a host. Must run inside the runtime (clients spawn tasks).
     pub fn new(config: HostConfig) -> Result<Host> {
+        let telemetry = Telemetry::new();
         let kube = match &config.kubeconfig {
-            Some(kubeconfig) => Some(Kube::start(&config, kubeconfig)?),
+            Some(kubeconfig) => Some(Kube::start(&config, kubeconfig, &telemetry)?),
             None => {
-                tracing::warn!(
+                // Expected for a standalone host, so a notice, not a warning.
+                tracing::info!(
+                    node = %config.node_name,
                     "{}",
                     csi_log!("kubeclient not set, assuming standalone kubelet")
                 );
@@ -67,6 +73,7 @@ impl Host {
             plugin_watcher: OnceLock::new(),
             volume_locks: VolumeLocks::default(),
             node_updater,
+            telemetry,
         })
     }
 
@@ -99,6 +106,13 @@ impl Host {
         if let Some(updater) = &self.node_updater {
             updater.sync(name);
         }
+    }
+
+    /// `kcsi_host_metrics`' text: every family in the Prometheus text format 0.0.4.
+    pub fn metrics_text(&self) -> Result<String> {
+        self.telemetry
+            .set_registered_drivers(self.drivers.list().len());
+        self.telemetry.encode()
     }
 
     /// The CSIDriver facts for `driver`: from the watched CSIDriver objects, or on standalone

@@ -28,6 +28,10 @@ kcsi_result gk_host_status(kcsi_host *h, char **out, gk_err *e) {
 	GK_SHIM(kcsi_host_status(h, out, &err));
 }
 
+kcsi_result gk_host_metrics(kcsi_host *h, char **out, gk_err *e) {
+	GK_SHIM(kcsi_host_metrics(h, out, &err));
+}
+
 kcsi_result gk_validate_plugin(kcsi_host *h, const char *name, const char *endpoint,
                                const char *const *versions, size_t versions_len, gk_err *e) {
 	GK_SHIM(kcsi_validate_plugin(h, name, endpoint, versions, versions_len, &err));

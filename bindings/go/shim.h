@@ -25,6 +25,7 @@ kcsi_result gk_take(kcsi_result r, kcsi_error *err, gk_err *out);
 // Registration, status and queries.
 kcsi_result gk_host_new(const char *config_json, kcsi_host **out, gk_err *e);
 kcsi_result gk_host_status(kcsi_host *h, char **out, gk_err *e);
+kcsi_result gk_host_metrics(kcsi_host *h, char **out, gk_err *e);
 kcsi_result gk_validate_plugin(kcsi_host *h, const char *name, const char *endpoint,
                                const char *const *versions, size_t versions_len, gk_err *e);
 kcsi_result gk_register_plugin(kcsi_host *h, const char *name, const char *endpoint,

@@ -20,6 +20,17 @@ use crate::csi::proto::csi;
 use crate::csi::proto::csi::node_client::NodeClient;
 use crate::error::{Error, ErrorKind, Result};
 use crate::goquote::quote;
+use crate::telemetry::{CsiRecorder, Telemetry, NON_GRPC};
+
+// The gRPC full method names, as upstream's metrics and csi-lib-utils' call logs name them.
+const NODE_GET_INFO: &str = "/csi.v1.Node/NodeGetInfo";
+const NODE_GET_CAPABILITIES: &str = "/csi.v1.Node/NodeGetCapabilities";
+const NODE_STAGE_VOLUME: &str = "/csi.v1.Node/NodeStageVolume";
+const NODE_UNSTAGE_VOLUME: &str = "/csi.v1.Node/NodeUnstageVolume";
+const NODE_PUBLISH_VOLUME: &str = "/csi.v1.Node/NodePublishVolume";
+const NODE_UNPUBLISH_VOLUME: &str = "/csi.v1.Node/NodeUnpublishVolume";
+const NODE_GET_VOLUME_STATS: &str = "/csi.v1.Node/NodeGetVolumeStats";
+const NODE_EXPAND_VOLUME: &str = "/csi.v1.Node/NodeExpandVolume";
 
 /// Linux `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -76,6 +87,8 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf> {
 #[derive(Clone)]
 pub struct CsiClient {
     inner: Arc<Inner>,
+    /// Labels this view's RPCs `migrated="true"` (upstream's `additionalInfo` in the context).
+    migrated: bool,
 }
 
 struct Inner {
@@ -86,6 +99,7 @@ struct Inner {
     connections: Arc<AtomicU64>,
     /// Capabilities and the connection count they were probed on.
     caps: Mutex<Option<(u64, NodeCapabilities)>>,
+    metrics: CsiRecorder,
 }
 
 /// Marks errors that happened before any driver answered, so they are never taken for a
@@ -102,8 +116,9 @@ impl std::fmt::Display for ConnectFailed {
 impl std::error::Error for ConnectFailed {}
 
 impl CsiClient {
-    /// A client for `driver` at `endpoint`. Connects lazily; must run inside the runtime.
-    pub fn new(driver: &str, endpoint: &str) -> Result<CsiClient> {
+    /// A client for `driver` at `endpoint` that records its RPCs in `telemetry`. Connects
+    /// lazily; must run inside the runtime.
+    pub fn new(driver: &str, endpoint: &str, telemetry: Telemetry) -> Result<CsiClient> {
         let socket = socket_path(endpoint)?;
         let connections = Arc::new(AtomicU64::new(0));
         let counter = connections.clone();
@@ -115,9 +130,9 @@ impl CsiClient {
                 let path = path.clone();
                 let counter = counter.clone();
                 async move {
-                    let stream = UnixStream::connect(&path).await.map_err(|e| {
-                        ConnectFailed(format!("cannot connect to {}: {e}", path.display()))
-                    })?;
+                    let stream = UnixStream::connect(&path)
+                        .await
+                        .map_err(|e| ConnectFailed(dial_error(&path, &e)))?;
                     counter.fetch_add(1, Ordering::SeqCst);
                     Ok::<_, ConnectFailed>(TokioIo::new(stream))
                 }
@@ -130,8 +145,18 @@ impl CsiClient {
                 channel,
                 connections,
                 caps: Mutex::new(None),
+                metrics: telemetry.csi_recorder(driver),
             }),
+            migrated: false,
         })
+    }
+
+    /// The same client, its RPCs labelled as made for a volume migrated from an in-tree plugin.
+    pub fn migrated(&self, migrated: bool) -> CsiClient {
+        CsiClient {
+            inner: self.inner.clone(),
+            migrated,
+        }
     }
 
     pub fn socket(&self) -> &Path {
@@ -140,34 +165,70 @@ impl CsiClient {
 
     /// Runs one RPC against the deadline. A transport failure on an already open connection
     /// (driver restarted, stale connection) is retried once: CSI node RPCs are idempotent.
-    async fn call<T, F, Fut>(&self, method: &str, deadline: Instant, rpc: F) -> Result<T>
+    /// Every attempt is one observation in `csi_operations_seconds` and one debug record; the
+    /// request and the response (redacted) are trace records.
+    async fn call<Req, T, F, Fut>(
+        &self,
+        method: &'static str,
+        volume_id: &str,
+        req: &Req,
+        deadline: Instant,
+        rpc: F,
+    ) -> Result<T>
     where
+        Req: std::fmt::Debug,
+        T: std::fmt::Debug,
         F: Fn(NodeClient<Channel>, std::time::Duration) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
     {
+        let short = short_name(method);
+        let driver = self.inner.driver.as_str();
+        tracing::trace!(driver, method, volume = volume_id, request = ?req, "CSI request");
         let mut attempt = 0;
         loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let start = Instant::now();
+            let remaining = deadline.saturating_duration_since(start);
             if remaining.is_zero() {
-                return Err(self.timeout(method));
+                self.record(method, volume_id, NON_GRPC, start);
+                return Err(self.timeout(short));
             }
             let client = NodeClient::new(self.inner.channel.clone());
             let result = tokio::time::timeout_at(deadline, rpc(client, remaining)).await;
             match result {
-                Err(_) => return Err(self.timeout(method)),
-                Ok(Ok(resp)) => return Ok(resp.into_inner()),
+                Err(_) => {
+                    self.record(method, volume_id, code_name(Code::DeadlineExceeded), start);
+                    return Err(self.timeout(short));
+                }
+                Ok(Ok(resp)) => {
+                    self.record(method, volume_id, code_name(Code::Ok), start);
+                    let resp = resp.into_inner();
+                    tracing::trace!(driver, method, volume = volume_id, response = ?resp, "CSI response");
+                    return Ok(resp);
+                }
                 Ok(Err(status)) => {
+                    self.record(method, volume_id, code_name(status.code()), start);
                     let transport = std::error::Error::source(&status).is_some();
                     let never_connected = is_connect_failure(&status);
                     if transport && !never_connected && attempt == 0 {
                         attempt += 1;
-                        tracing::debug!(driver = %self.inner.driver, method, "retrying after transport error: {status}");
+                        tracing::debug!(driver, method, "retrying after transport error: {status}");
                         continue;
                     }
-                    return Err(self.status_error(method, &status));
+                    let err = self.status_error(short, &status);
+                    tracing::trace!(driver, method, volume = volume_id, error = %err.message(), "CSI error");
+                    return Err(err);
                 }
             }
         }
+    }
+
+    fn record(&self, method: &'static str, volume_id: &str, code: &'static str, start: Instant) {
+        let took = start.elapsed();
+        let driver = self.inner.driver.as_str();
+        self.inner
+            .metrics
+            .observe(method, code, self.migrated, took);
+        tracing::debug!(driver, method, volume = volume_id, code, duration = ?took, "CSI call");
     }
 
     fn timeout(&self, method: &str) -> Error {
@@ -189,8 +250,17 @@ impl CsiClient {
         );
         if std::error::Error::source(status).is_some() {
             // Never reached the driver, or the connection broke: no driver-returned code.
-            let detail = std::error::Error::source(status)
-                .map_or_else(|| status.message().to_string(), |s| s.to_string());
+            // Worded as grpc-go words it, the OS cause last.
+            let detail = match connect_failure(status) {
+                Some(dial) => format!(
+                    "rpc error: code = Unavailable desc = connection error: desc = \"transport: Error while dialing: {dial}\""
+                ),
+                None => format!(
+                    "rpc error: code = {} desc = {}",
+                    code_name(status.code()),
+                    source_chain(status)
+                ),
+            };
             return Error::new(ErrorKind::Unavailable, format!("{what}: {detail}"));
         }
         let kind = if status.code() == Code::DeadlineExceeded {
@@ -204,10 +274,16 @@ impl CsiClient {
 
     pub async fn node_get_info(&self, deadline: Instant) -> Result<NodeInfo> {
         let resp = self
-            .call("NodeGetInfo", deadline, |mut c, t| async move {
-                c.node_get_info(with_timeout(csi::NodeGetInfoRequest {}, t))
-                    .await
-            })
+            .call(
+                NODE_GET_INFO,
+                "",
+                &csi::NodeGetInfoRequest {},
+                deadline,
+                |mut c, t| async move {
+                    c.node_get_info(with_timeout(csi::NodeGetInfoRequest {}, t))
+                        .await
+                },
+            )
             .await?;
         Ok(NodeInfo {
             node_id: resp.node_id,
@@ -227,10 +303,16 @@ impl CsiClient {
             }
         }
         let resp = self
-            .call("NodeGetCapabilities", deadline, |mut c, t| async move {
-                c.node_get_capabilities(with_timeout(csi::NodeGetCapabilitiesRequest {}, t))
-                    .await
-            })
+            .call(
+                NODE_GET_CAPABILITIES,
+                "",
+                &csi::NodeGetCapabilitiesRequest {},
+                deadline,
+                |mut c, t| async move {
+                    c.node_get_capabilities(with_timeout(csi::NodeGetCapabilitiesRequest {}, t))
+                        .await
+                },
+            )
             .await?;
         let caps = parse_capabilities(&resp);
         let generation = self.inner.connections.load(Ordering::SeqCst);
@@ -245,10 +327,16 @@ impl CsiClient {
     ) -> Result<()> {
         require(&req.volume_id, "missing volume id")?;
         require(&req.staging_target_path, "missing staging target path")?;
-        self.call("NodeStageVolume", deadline, |mut c, t| {
-            let req = req.clone();
-            async move { c.node_stage_volume(with_timeout(req, t)).await }
-        })
+        self.call(
+            NODE_STAGE_VOLUME,
+            &req.volume_id,
+            &req,
+            deadline,
+            |mut c, t| {
+                let req = req.clone();
+                async move { c.node_stage_volume(with_timeout(req, t)).await }
+            },
+        )
         .await
         .map(drop)
         .map_err(mark_in_progress)
@@ -266,10 +354,16 @@ impl CsiClient {
             volume_id: volume_id.to_string(),
             staging_target_path: staging_target_path.to_string(),
         };
-        self.call("NodeUnstageVolume", deadline, |mut c, t| {
-            let req = req.clone();
-            async move { c.node_unstage_volume(with_timeout(req, t)).await }
-        })
+        self.call(
+            NODE_UNSTAGE_VOLUME,
+            volume_id,
+            &req,
+            deadline,
+            |mut c, t| {
+                let req = req.clone();
+                async move { c.node_unstage_volume(with_timeout(req, t)).await }
+            },
+        )
         .await
         .map(drop)
     }
@@ -281,10 +375,16 @@ impl CsiClient {
     ) -> Result<()> {
         require(&req.volume_id, "missing volume id")?;
         require(&req.target_path, "missing target path")?;
-        self.call("NodePublishVolume", deadline, |mut c, t| {
-            let req = req.clone();
-            async move { c.node_publish_volume(with_timeout(req, t)).await }
-        })
+        self.call(
+            NODE_PUBLISH_VOLUME,
+            &req.volume_id,
+            &req,
+            deadline,
+            |mut c, t| {
+                let req = req.clone();
+                async move { c.node_publish_volume(with_timeout(req, t)).await }
+            },
+        )
         .await
         .map(drop)
         .map_err(mark_in_progress)
@@ -302,10 +402,16 @@ impl CsiClient {
             volume_id: volume_id.to_string(),
             target_path: target_path.to_string(),
         };
-        self.call("NodeUnpublishVolume", deadline, |mut c, t| {
-            let req = req.clone();
-            async move { c.node_unpublish_volume(with_timeout(req, t)).await }
-        })
+        self.call(
+            NODE_UNPUBLISH_VOLUME,
+            volume_id,
+            &req,
+            deadline,
+            |mut c, t| {
+                let req = req.clone();
+                async move { c.node_unpublish_volume(with_timeout(req, t)).await }
+            },
+        )
         .await
         .map(drop)
     }
@@ -323,10 +429,16 @@ impl CsiClient {
             volume_path: volume_path.to_string(),
             staging_target_path: String::new(),
         };
-        self.call("NodeGetVolumeStats", deadline, |mut c, t| {
-            let req = req.clone();
-            async move { c.node_get_volume_stats(with_timeout(req, t)).await }
-        })
+        self.call(
+            NODE_GET_VOLUME_STATS,
+            volume_id,
+            &req,
+            deadline,
+            |mut c, t| {
+                let req = req.clone();
+                async move { c.node_get_volume_stats(with_timeout(req, t)).await }
+            },
+        )
         .await
     }
 
@@ -345,10 +457,16 @@ impl CsiClient {
             return Err(Error::invalid("size can not be less than 0"));
         }
         let resp = self
-            .call("NodeExpandVolume", deadline, |mut c, t| {
-                let req = req.clone();
-                async move { c.node_expand_volume(with_timeout(req, t)).await }
-            })
+            .call(
+                NODE_EXPAND_VOLUME,
+                &req.volume_id,
+                &req,
+                deadline,
+                |mut c, t| {
+                    let req = req.clone();
+                    async move { c.node_expand_volume(with_timeout(req, t)).await }
+                },
+            )
             .await
             .map_err(mark_in_progress)?;
         Ok(resp.capacity_bytes)
@@ -368,24 +486,98 @@ fn with_timeout<T>(msg: T, timeout: std::time::Duration) -> tonic::Request<T> {
     req
 }
 
+/// `/csi.v1.Node/NodeStageVolume` → `NodeStageVolume`, the name kcsi's messages use.
+fn short_name(method: &str) -> &str {
+    method.rsplit('/').next().unwrap_or(method)
+}
+
+/// grpc-go's dial failure text, which names the OS cause as Go does
+/// (`dial unix /x.sock: connect: no such file or directory`).
+fn dial_error(path: &Path, err: &std::io::Error) -> String {
+    let cause = match err.raw_os_error() {
+        Some(errno) => go_errno_text(errno),
+        None => err.to_string(),
+    };
+    format!("dial unix {}: connect: {cause}", path.display())
+}
+
+/// The C library's text for `errno` in Go's spelling: lower case, no "(os error N)".
+fn go_errno_text(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    let text = text
+        .strip_suffix(&format!(" (os error {errno})"))
+        .unwrap_or(&text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// The status code's name as grpc-go's `codes.Code.String()` spells it.
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
+}
+
 fn is_connect_failure(status: &Status) -> bool {
+    connect_failure(status).is_some()
+}
+
+/// The dial error in the status' source chain, if the connection was never established.
+fn connect_failure(status: &Status) -> Option<&ConnectFailed> {
     let mut source = std::error::Error::source(status);
     while let Some(err) = source {
-        if err.downcast_ref::<ConnectFailed>().is_some() {
-            return true;
+        if let Some(failed) = err.downcast_ref::<ConnectFailed>() {
+            return Some(failed);
         }
         source = err.source();
     }
-    false
+    None
+}
+
+/// A transport error and its sources, `a: b: c`, each part once (the useful part, e.g.
+/// "connection reset", hides in the sources).
+fn source_chain(status: &Status) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        let text = err.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = err.source();
+    }
+    if parts.is_empty() {
+        return status.message().to_string();
+    }
+    parts.join(": ")
 }
 
 /// Go gRPC's error text, which driver authors grep for: `rpc error: code = X desc = Y`.
 pub(crate) fn go_status_text(status: &Status) -> String {
-    let code = match status.code() {
-        Code::Cancelled => "Canceled".to_string(),
-        c => format!("{c:?}"),
-    };
-    format!("rpc error: code = {code} desc = {}", status.message())
+    format!(
+        "rpc error: code = {} desc = {}",
+        code_name(status.code()),
+        status.message()
+    )
 }
 
 fn parse_capabilities(resp: &csi::NodeGetCapabilitiesResponse) -> NodeCapabilities {
@@ -433,5 +625,33 @@ fn may_be_in_progress(err: &Error) -> bool {
                 | Code::ResourceExhausted
                 | Code::Aborted
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dial_errors_name_the_os_cause_as_go_does() {
+        let cases = [
+            (libc::ENOENT, "no such file or directory"),
+            (libc::ECONNREFUSED, "connection refused"),
+            (libc::EACCES, "permission denied"),
+        ];
+        for (errno, text) in cases {
+            let err = std::io::Error::from_raw_os_error(errno);
+            assert_eq!(
+                dial_error(Path::new("/run/d.sock"), &err),
+                format!("dial unix /run/d.sock: connect: {text}")
+            );
+        }
+    }
+
+    #[test]
+    fn code_names_are_grpc_go_spellings() {
+        assert_eq!(code_name(Code::Cancelled), "Canceled");
+        assert_eq!(code_name(Code::Ok), "OK");
+        assert_eq!(code_name(Code::NotFound), "NotFound");
     }
 }

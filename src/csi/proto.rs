@@ -130,6 +130,112 @@ impl fmt::Debug for csi::ControllerExpandVolumeRequest {
 mod tests {
     use super::*;
 
+    /// The messages with a `csi_secret` field in proto/csi.proto.
+    fn secret_messages() -> Vec<String> {
+        let proto = include_str!("../../proto/csi.proto");
+        let mut current = "";
+        let mut found = Vec::new();
+        for line in proto.lines() {
+            if let Some(rest) = line.strip_prefix("message ") {
+                current = rest.split_whitespace().next().unwrap_or("");
+            }
+            if line.contains("(csi_secret) = true") && !found.iter().any(|m| m == current) {
+                found.push(current.to_string());
+            }
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn every_secret_carrying_request_prints_its_secrets_redacted() {
+        let secrets = || HashMap::from([("password".to_string(), "hunter2".to_string())]);
+        let printed = [
+            (
+                "ControllerExpandVolumeRequest",
+                format!(
+                    "{:?}",
+                    csi::ControllerExpandVolumeRequest {
+                        secrets: secrets(),
+                        ..Default::default()
+                    }
+                ),
+            ),
+            (
+                "CreateVolumeRequest",
+                format!(
+                    "{:?}",
+                    csi::CreateVolumeRequest {
+                        secrets: secrets(),
+                        ..Default::default()
+                    }
+                ),
+            ),
+            (
+                "DeleteVolumeRequest",
+                format!(
+                    "{:?}",
+                    csi::DeleteVolumeRequest {
+                        secrets: secrets(),
+                        ..Default::default()
+                    }
+                ),
+            ),
+            (
+                "NodeExpandVolumeRequest",
+                format!(
+                    "{:?}",
+                    csi::NodeExpandVolumeRequest {
+                        secrets: secrets(),
+                        ..Default::default()
+                    }
+                ),
+            ),
+            (
+                "NodePublishVolumeRequest",
+                format!(
+                    "{:?}",
+                    csi::NodePublishVolumeRequest {
+                        secrets: secrets(),
+                        ..Default::default()
+                    }
+                ),
+            ),
+            (
+                "NodeStageVolumeRequest",
+                format!(
+                    "{:?}",
+                    csi::NodeStageVolumeRequest {
+                        secrets: secrets(),
+                        ..Default::default()
+                    }
+                ),
+            ),
+        ];
+        let names: Vec<String> = printed.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(
+            names,
+            secret_messages(),
+            "a csi_secret message without a redacting Debug"
+        );
+        for (name, text) in printed {
+            assert!(!text.contains("hunter2"), "{name}: {text}");
+            assert!(
+                text.contains("\"password\": \"<redacted>\""),
+                "{name}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn staging_prints_tokens_in_volume_context_redacted() {
+        let req = csi::NodeStageVolumeRequest {
+            volume_context: HashMap::from([(TOKENS_KEY.into(), "tok-456".into())]),
+            ..Default::default()
+        };
+        assert!(!format!("{req:?}").contains("tok-456"));
+    }
+
     #[test]
     fn debug_never_prints_secrets_or_tokens() {
         let req = csi::NodePublishVolumeRequest {

@@ -87,7 +87,7 @@ pub fn validate(host: &Host, name: &str, endpoint: &str, versions: &[String]) ->
 }
 
 /// `RegisterPlugin`: store the driver, ask it for its node info, publish that to the node's
-/// API objects; any failure rolls this registration back.
+/// API objects; any failure rolls this registration back. Counted in the host's metrics.
 pub async fn register(
     host: &Host,
     name: &str,
@@ -109,6 +109,18 @@ pub async fn register_generation(
     versions: &[String],
     timeout: Option<Duration>,
 ) -> Result<(NodeInfo, u64)> {
+    let result = register_once(host, name, endpoint, versions, timeout).await;
+    host.telemetry.registration(result.is_ok());
+    result
+}
+
+async fn register_once(
+    host: &Host,
+    name: &str,
+    endpoint: &str,
+    versions: &[String],
+    timeout: Option<Duration>,
+) -> Result<(NodeInfo, u64)> {
     tracing::info!(
         "{}",
         csi_log!("Register new plugin with name: {name} at endpoint: {endpoint}")
@@ -124,7 +136,7 @@ pub async fn register_generation(
                 name: name.to_string(),
                 endpoint: endpoint.to_string(),
                 version: version.clone(),
-                client: CsiClient::new(name, endpoint)?,
+                client: CsiClient::new(name, endpoint, host.telemetry.clone())?,
                 node_info: None,
                 generation,
             })

@@ -6,8 +6,8 @@
 use std::ffi::{c_char, c_void};
 
 use super::{
-    attacher::*, block::*, device_mounts::*, error::*, exhausted::*, expand::*, host::*, log::*,
-    mounter::*, queries::*, reconstruct::*, registration::*, *,
+    attacher::*, block::*, device_mounts::*, error::*, exhausted::*, expand::*, host::*,
+    host_metrics::*, log::*, mounter::*, queries::*, reconstruct::*, registration::*, *,
 };
 
 /// The type of `kcsi_version`.
@@ -50,6 +50,13 @@ pub type kcsi_host_status_fn = unsafe extern "C" fn(
 
 /// The type of `kcsi_host_free`.
 pub type kcsi_host_free_fn = unsafe extern "C" fn(h: *mut kcsi_host);
+
+/// The type of `kcsi_host_metrics`.
+pub type kcsi_host_metrics_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    text_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
 
 /// The type of `kcsi_validate_plugin`.
 pub type kcsi_validate_plugin_fn = unsafe extern "C" fn(
@@ -361,6 +368,7 @@ fn types_match_exports() {
     let _: kcsi_host_new_fn = kcsi_host_new;
     let _: kcsi_host_status_fn = kcsi_host_status;
     let _: kcsi_host_free_fn = kcsi_host_free;
+    let _: kcsi_host_metrics_fn = kcsi_host_metrics;
     let _: kcsi_validate_plugin_fn = kcsi_validate_plugin;
     let _: kcsi_register_plugin_fn = kcsi_register_plugin;
     let _: kcsi_deregister_plugin_fn = kcsi_deregister_plugin;

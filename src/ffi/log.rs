@@ -39,8 +39,12 @@ impl UserData {
 }
 
 /// Routes kcsi's log records with a level up to `max_level` (0 error .. 4 trace) to `cb`, or
-/// back to stderr when `cb` is NULL. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a
-/// callback.
+/// back to stderr when `cb` is NULL. Returns only once no record is still being delivered to
+/// the previous callback, so its `user_data` may be freed right after; a callback must never
+/// wait for a thread that is calling this. Refused (`KCSI_ERR_INVALID_ARGUMENT`) from inside a
+/// callback. A record's message is the text followed by its fields as klog writes them
+/// (`msg driver="d" volume="v"`). Only kcsi's own records are routed; the libraries under it
+/// are silent unless the environment variable `KCSI_LOG_LIBRARIES=1` is set.
 /// Nullable: cb, user_data.
 #[no_mangle]
 pub extern "C" fn kcsi_set_log_callback(

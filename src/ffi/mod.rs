@@ -9,6 +9,7 @@
 // The header follows this order, the lifecycle a host goes through.
 pub mod error;
 pub mod host;
+pub mod host_metrics;
 pub mod registration;
 pub mod queries;
 pub mod attacher;

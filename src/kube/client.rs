@@ -10,6 +10,7 @@ use ::kube::config::KubeConfigOptions;
 use ::kube::Client;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::telemetry::Telemetry;
 
 /// A client plus the number of HTTP requests it has sent (watch connections included), which
 /// the host reports so the cost of a registration can be measured.
@@ -22,6 +23,11 @@ pub struct ApiClient {
 impl ApiClient {
     /// Connects lazily: no request is sent until the first call. Must run inside the runtime.
     pub fn from_kubeconfig(path: &Path) -> Result<ApiClient> {
+        Self::recording(path, Telemetry::new())
+    }
+
+    /// As [`ApiClient::from_kubeconfig`], counting requests by verb in `telemetry`.
+    pub fn recording(path: &Path, telemetry: Telemetry) -> Result<ApiClient> {
         let what = format!("kubeconfig {}", path.display());
         let kubeconfig = super::kubeconfig::read(path)?;
         let config = ready(::kube::Config::from_custom_kubeconfig(
@@ -31,7 +37,7 @@ impl ApiClient {
         .ok_or_else(|| Error::internal(format!("loading {what} did not complete synchronously")))?
         .map_err(|e| Error::invalid(format!("cannot use {what}: {e}")))?;
         let requests = Arc::new(AtomicU64::new(0));
-        let count = tower::util::MapRequestLayer::new(counting(requests.clone()));
+        let count = tower::util::MapRequestLayer::new(counting(requests.clone(), telemetry));
         let client = ::kube::client::ClientBuilder::try_from(config)
             .map_err(|e| {
                 Error::invalid(format!("cannot build a Kubernetes client from {what}: {e}"))
@@ -47,10 +53,50 @@ impl ApiClient {
 }
 
 /// A request mapper that only counts.
-fn counting<R>(counter: Arc<AtomicU64>) -> impl Fn(R) -> R + Clone {
+fn counting<B>(
+    counter: Arc<AtomicU64>,
+    telemetry: Telemetry,
+) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
     move |req| {
         counter.fetch_add(1, Ordering::Relaxed);
+        telemetry.api_request(verb(req.method(), req.uri()));
         req
+    }
+}
+
+/// The Kubernetes verb of an API request, as the API server's request info names it: a GET
+/// of a collection is `list` (or `watch` with `watch=true`), of one object `get`.
+fn verb(method: &http::Method, uri: &http::Uri) -> &'static str {
+    match *method {
+        http::Method::POST => return "create",
+        http::Method::PUT => return "update",
+        http::Method::PATCH => return "patch",
+        http::Method::DELETE => return "delete",
+        http::Method::GET => {}
+        _ => return "other",
+    }
+    let watch = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    if watch {
+        return "watch";
+    }
+    // `/api/v1/...` or `/apis/<group>/<version>/...`, then `[namespaces/<ns>/]<resource>[/<name>]`.
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segments.first() {
+        Some(&"api") => segments.get(2..),
+        Some(&"apis") => segments.get(3..),
+        _ => None,
+    }
+    .unwrap_or_default();
+    let rest = match rest {
+        ["namespaces", _, more @ ..] if !more.is_empty() => more,
+        other => other,
+    };
+    if rest.len() == 1 {
+        "list"
+    } else {
+        "get"
     }
 }
 
@@ -156,4 +202,46 @@ fn chain(err: &dyn std::error::Error) -> String {
         source = s.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbs_follow_the_api_servers_request_info() {
+        let v = |m: http::Method, uri: &str| verb(&m, &uri.parse().unwrap());
+        assert_eq!(
+            v(http::Method::GET, "/apis/storage.k8s.io/v1/csidrivers?"),
+            "list"
+        );
+        assert_eq!(
+            v(
+                http::Method::GET,
+                "/apis/storage.k8s.io/v1/csidrivers?watch=true&rv=1"
+            ),
+            "watch"
+        );
+        assert_eq!(
+            v(http::Method::GET, "/apis/storage.k8s.io/v1/csinodes/n1"),
+            "get"
+        );
+        assert_eq!(
+            v(http::Method::GET, "/api/v1/namespaces/default/secrets/s"),
+            "get"
+        );
+        assert_eq!(
+            v(http::Method::GET, "/api/v1/namespaces/default/secrets"),
+            "list"
+        );
+        assert_eq!(v(http::Method::GET, "/api/v1/namespaces/default"), "get");
+        assert_eq!(
+            v(
+                http::Method::POST,
+                "/api/v1/namespaces/d/serviceaccounts/sa/token"
+            ),
+            "create"
+        );
+        assert_eq!(v(http::Method::PATCH, "/api/v1/nodes/n1/status"), "patch");
+    }
 }

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::HostConfig;
 use crate::error::Result;
+use crate::telemetry::Telemetry;
 use client::ApiClient;
 use csidriver_informer::CsiDriverInformer;
 use csinode_init::Startup;
@@ -34,10 +35,10 @@ pub struct Kube {
 impl Kube {
     /// Builds the client and starts the background tasks; sends no request itself, so a
     /// missing API server does not delay the host.
-    pub fn start(config: &HostConfig, kubeconfig: &Path) -> Result<Kube> {
+    pub fn start(config: &HostConfig, kubeconfig: &Path, telemetry: &Telemetry) -> Result<Kube> {
         let runtime = crate::runtime::handle()?;
         let _enter = runtime.enter();
-        let api = ApiClient::from_kubeconfig(kubeconfig)?;
+        let api = ApiClient::recording(kubeconfig, telemetry.clone())?;
         let (csidrivers, watch) = CsiDriverInformer::start(api.client.clone(), &runtime);
         let node_info = Arc::new(NodeInfoManager::new(
             api.clone(),

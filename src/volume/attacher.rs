@@ -146,11 +146,19 @@ pub async fn mount_device(
             "attacher.MountDevice failed to get CSIPersistentVolumeSource"
         ))
     })?;
+    let (driver, volume) = (&src.driver, &src.volume_handle);
+    tracing::debug!(
+        driver,
+        volume,
+        "{}",
+        csi_log!("attacher.MountDevice({})", dmp.display())
+    );
     let op = Operation::start(
         host,
         &src.driver,
         &csi_log!("attacher.MountDevice failed to create newCsiDriverClient"),
-    )?;
+    )?
+    .migrated(spec.migrated);
     let caps = op.capabilities().await?;
     let publish_context = op
         .publish_context(&src.volume_handle)
@@ -231,9 +239,11 @@ pub async fn mount_device(
         return Err(e);
     }
     tracing::debug!(
+        driver,
+        volume,
         "{}",
         csi_log!(
-            "attacher.MountDevice successfully staged volume at {}",
+            "attacher.MountDevice successfully requested NodeStageVolume [{}]",
             dmp.display()
         )
     );
@@ -296,6 +306,13 @@ async fn unstage(
     driver_name: &str,
     volume_handle: &str,
 ) -> Result<()> {
+    let (driver, volume) = (driver_name, volume_handle);
+    tracing::debug!(
+        driver,
+        volume,
+        "{}",
+        csi_log!("attacher.UnmountDevice({})", dmp.display())
+    );
     let op = Operation::start(
         host,
         driver_name,
@@ -313,6 +330,12 @@ async fn unstage(
             .node_unstage(volume_handle, &path, op.deadline)
             .await
             .map_err(|e| e.context(csi_log!("attacher.UnmountDevice failed")))?;
+        tracing::debug!(
+            driver,
+            volume,
+            "{}",
+            csi_log!("attacher.UnmountDevice successfully requested NodeUnStageVolume [{path}]")
+        );
     } else {
         tracing::info!("{}", csi_log!("attacher.UnmountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice..."));
     }

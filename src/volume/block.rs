@@ -163,11 +163,20 @@ impl BlockMapper {
         host: &'h Host,
         what: &str,
     ) -> Result<(Operation<'h>, HashMap<String, String>, NodeCapabilities)> {
+        let (driver, volume, pod) = (&self.driver_name, &self.volume_handle, &self.pod_uid);
+        tracing::debug!(
+            driver,
+            volume,
+            pod,
+            "{}",
+            csi_log!("blockMapper.{what} called")
+        );
         let op = Operation::start(
             host,
             &self.driver_name,
             &csi_log!("blockMapper.{what} failed to get CSI client"),
-        )?;
+        )?
+        .migrated(self.spec.migrated);
         let publish_context = op
             .publish_context(&self.volume_handle)
             .await?
@@ -329,6 +338,15 @@ impl BlockUnmapper {
     }
 
     fn operation<'h>(&self, host: &'h Host, driver: &str, what: &str) -> Result<Operation<'h>> {
+        let volume = self.volume.as_ref().map_or("", |(_, v)| v.as_str());
+        let pod = &self.pod_uid;
+        tracing::debug!(
+            driver,
+            volume,
+            pod,
+            "{}",
+            csi_log!("blockMapper.{what} called")
+        );
         Operation::start(
             host,
             driver,

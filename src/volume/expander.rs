@@ -46,11 +46,19 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
             "Expander.NodeExpand failed to get CSI persistent source"
         ))
     })?;
+    let (driver, volume) = (&src.driver, &src.volume_handle);
+    tracing::debug!(
+        driver,
+        volume,
+        "{}",
+        csi_log!("Expander.NodeExpand({})", opts.device_mount_path)
+    );
     let op = Operation::start(
         host,
         &src.driver,
         &csi_log!("Expander.NodeExpand failed to get CSI client"),
-    )?;
+    )?
+    .migrated(opts.spec.migrated);
     let caps = op.capabilities().await.map_err(|e| {
         e.context(csi_log!(
             "Expander.NodeExpand failed to check if node supports expansion "

@@ -106,11 +106,20 @@ impl Mounter {
     /// Upstream `pkg/volume/csi/csi_mounter.go SetUpAt`, step for step, with its error classes.
     pub async fn set_up(&self, host: &Host, args: &MounterArgs) -> Result<()> {
         let _volume = host.volume_locks.lock(self.dir()).await;
+        let (driver, volume, pod) = (&self.driver, &self.volume_handle, &self.pod_uid);
+        tracing::debug!(
+            driver,
+            volume,
+            pod,
+            "{}",
+            csi_log!("Mounter.SetUpAt({})", self.path.display())
+        );
         let op = Operation::start(
             host,
             &self.driver,
             &csi_log!("mounter.SetUpAt failed to get CSI client"),
-        )?;
+        )?
+        .migrated(self.spec.migrated);
         // A lookup failure surfaces in upstream's first CSIDriver check (lifecycle mode); the
         // only other failure, an invalid fsGroupPolicy, in its fsGroup policy check.
         let facts = host.driver_facts(&self.driver).map_err(|e| {
@@ -249,6 +258,16 @@ impl Mounter {
                 .uncertain()
             })?;
         }
+        tracing::debug!(
+            driver,
+            volume,
+            pod,
+            "{}",
+            csi_log!(
+                "mounter.SetUp successfully requested NodePublish [{}]",
+                self.path.display()
+            )
+        );
         Ok(())
     }
 
@@ -487,6 +506,13 @@ impl Unmounter {
             );
             return clean();
         };
+        let (driver, volume) = (driver.as_str(), volume_handle.as_str());
+        tracing::debug!(
+            driver,
+            volume,
+            "{}",
+            csi_log!("Unmounter.TearDownAt({})", self.path.display())
+        );
         let op = Operation::start(
             host,
             driver,

@@ -21,6 +21,8 @@ pub struct Operation<'h> {
     pub host: &'h Host,
     pub driver: Arc<Driver>,
     pub deadline: Instant,
+    /// The spec is an in-tree volume migrated to CSI; labels the operation's metrics.
+    migrated: bool,
 }
 
 impl<'h> Operation<'h> {
@@ -42,15 +44,22 @@ impl<'h> Operation<'h> {
             host,
             driver,
             deadline: Instant::now() + timeout.min(MAX_TIMEOUT),
+            migrated: false,
         })
     }
 
-    pub fn client(&self) -> &CsiClient {
-        &self.driver.client
+    /// Labels the operation's RPCs as made for a migrated in-tree volume (the spec's flag).
+    pub fn migrated(mut self, migrated: bool) -> Self {
+        self.migrated = migrated;
+        self
+    }
+
+    pub fn client(&self) -> CsiClient {
+        self.driver.client.migrated(self.migrated)
     }
 
     pub async fn capabilities(&self) -> Result<NodeCapabilities> {
-        self.driver.client.capabilities(self.deadline).await
+        self.client().capabilities(self.deadline).await
     }
 
     /// The VolumeAttachment's `attachmentMetadata` (upstream `getPublishContext`): `None` when
@@ -75,12 +84,27 @@ impl<'h> Operation<'h> {
             .host
             .volume_attachment(&name)
             .await
-            .map_err(Error::transient)?;
+            .map_err(|e| self.standalone_hint(e).transient())?;
         let metadata = va
             .status
             .and_then(|s| s.attachment_metadata)
             .unwrap_or_default();
         Ok(Some(metadata.into_iter().collect()))
+    }
+
+    /// A standalone host has no VolumeAttachment to read: say how to tell kcsi the driver needs
+    /// none, or how to give it an API server.
+    fn standalone_hint(&self, err: Error) -> Error {
+        if self.host.kube.is_some() {
+            return err;
+        }
+        let hint = format!(
+            "{}; if CSI driver {} needs no attach, add {{\"metadata\": {{\"name\": \"{}\"}}, \"spec\": {{\"attachRequired\": false}}}} to the host config's \"csiDrivers\", otherwise give the host a \"kubeconfig\"",
+            err.message(),
+            self.driver.name,
+            self.driver.name
+        );
+        err.with_message(hint)
     }
 
     /// The Secret a `*SecretRef` names, values as strings; any failure is transient

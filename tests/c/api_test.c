@@ -136,6 +136,16 @@ static void test_host_config(const char *root) {
            kcsi_host_status(ok, NULL, &err));
     EXPECT("NULL host", KCSI_ERR_INVALID_ARGUMENT, "host",
            kcsi_host_status(NULL, &status, &err));
+
+    char *metrics = NULL;
+    CHECK(kcsi_host_metrics(ok, &metrics, NULL) == KCSI_OK);
+    /* No RPC yet: csi_operations_seconds has no series, so no lines (as in Go's client). */
+    CHECK(metrics != NULL && strstr(metrics, "csi_operations_seconds") == NULL);
+    CHECK(metrics != NULL && strstr(metrics, "# TYPE kcsi_registered_drivers gauge\n") != NULL);
+    CHECK(metrics != NULL && strstr(metrics, "kcsi_registered_drivers 0\n") != NULL);
+    kcsi_string_free(metrics);
+    EXPECT("NULL metrics out", KCSI_ERR_INVALID_ARGUMENT, "text_out",
+           kcsi_host_metrics(ok, NULL, &err));
     kcsi_host_free(ok);
 }
 

@@ -36,6 +36,11 @@ pub fn cstr(s: &str) -> CString {
 pub fn call(f: impl FnOnce(*mut *mut kcsi_error) -> kcsi_result) -> Result<(), CErr> {
     let mut err: *mut kcsi_error = ptr::null_mut();
     let rc = f(&mut err);
+    check(rc, err)
+}
+
+/// A call's result and the error object it wrote (freed here) as a [`CErr`].
+pub fn check(rc: kcsi_result, err: *mut kcsi_error) -> Result<(), CErr> {
     if rc == KCSI_OK {
         assert!(err.is_null(), "an error object with KCSI_OK");
         return Ok(());
@@ -96,6 +101,12 @@ impl Host {
     /// A host with exactly `config`, owning `root` (which the config names as rootDir).
     pub fn owning(root: tempfile::TempDir, config: &Value) -> Host {
         Self::open(config, root.path().to_path_buf(), Some(root))
+    }
+
+    /// A host with exactly `config`, on a root someone else owns.
+    pub fn from_config(config: &Value) -> Host {
+        let root = PathBuf::from(config["rootDir"].as_str().expect("rootDir"));
+        Self::open(config, root, None)
     }
 
     fn open(config: &Value, root: PathBuf, owned_root: Option<tempfile::TempDir>) -> Host {

@@ -19,6 +19,7 @@ returning a `Mounter`. Conventions:
   * a failure raises a `KcsiError` subclass chosen by the result code.
 Library: $KCSI_LIB, else <repo>/target/release/libkcsi.so, else libkcsi.so.1 from the system.
 """
+import collections
 import ctypes
 import json
 import os
@@ -33,7 +34,7 @@ from ._signatures import CONSTANTS, FUNCTIONS, NULLABLE
 __all__ = [
     "Host", "Mounter", "Unmounter", "Attacher", "BlockMapper", "BlockUnmapper", "KcsiError",
     "lib", "call", "version", "result_name", "nullable", "set_log_callback", "is_uncertain", "is_transient",
-    "ERRORS", "CONSTANTS", "FUNCTIONS", "NULLABLE", "MISSING",
+    "ERRORS", "CONSTANTS", "FUNCTIONS", "NULLABLE", "MISSING", "Sample", "parse_metrics",
 ]
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -367,6 +368,37 @@ class Host(_HostMethods, _Handle):
     def register_plugin(self, name, endpoint, versions, timeout_ms=0):
         """kcsi_register_plugin with the host's timeout unless `timeout_ms` > 0."""
         return super().register_plugin(name, endpoint, versions, timeout_ms)
+
+    def metrics(self):
+        """The host's metrics, Prometheus text exposition format 0.0.4 (serve as is)."""
+        return self.__getattr__("metrics")()
+
+    def metrics_samples(self):
+        """The host's metrics parsed: a list of `Sample(name, labels, value)`."""
+        return parse_metrics(self.metrics())
+
+
+Sample = collections.namedtuple("Sample", "name labels value")
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def parse_metrics(text):
+    """Parses the Prometheus text format 0.0.4 that `kcsi_host_metrics` writes into a list of
+    `Sample(name, labels, value)`: `labels` a dict, `value` a float; comments are skipped."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            raise ValueError(f"not a Prometheus sample line: {line!r}")
+        labels = {k: re.sub(r'\\[\\"n]', lambda e: _UNESCAPE[e.group(0)], v)
+                  for k, v in _LABEL.findall(m.group(2) or "")}
+        samples.append(Sample(m.group(1), labels, float(m.group(3))))
+    return samples
 
 
 class Mounter(_MounterMethods, _Handle):

@@ -64,6 +64,10 @@ class _HostMethods:
         'kcsi_host_status: The host\'s status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ..., "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen", "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts", "lastError"}]}` with `state` one of `registering`, `registered`, `retrying` (failed, tried again with backoff) or `rejected` (refused until the socket is re-created). Caller frees `*status_json_out` with `kcsi_string_free`.'
         return self._invoke('kcsi_host_status', ())
 
+    def metrics(self):
+        "kcsi_host_metrics: The host's metrics in the Prometheus text exposition format (version 0.0.4), ready to serve on a `/metrics` endpoint: `csi_operations_seconds` (as upstream's kubelet: labels `driver_name`, `method_name`, `grpc_status_code`, `migrated`), and kcsi's own `kcsi_driver_registrations_total`, `kcsi_registered_drivers`, `kcsi_api_requests_total`. Each host has its own registry. Caller frees `*text_out` with `kcsi_string_free`."
+        return self._invoke('kcsi_host_metrics', ())
+
     def validate_plugin(self, name, endpoint, versions):
         "kcsi_validate_plugin: Checks a driver's name, endpoint and supported versions as the kubelet's `ValidatePlugin` does, without registering anything. `versions` is an array of `versions_len` strings."
         return self._invoke('kcsi_validate_plugin', (name, endpoint, versions))
