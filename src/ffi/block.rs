@@ -40,7 +40,7 @@ fn unmapper_arg<'a>(u: *mut kcsi_block_unmapper) -> Result<(Arc<Host>, &'a Block
     Ok((upgrade(&u.host)?, &u.unmapper))
 }
 
-/// Creates a block mapper for a `volumeMode: Block` PersistentVolume spec and a pod (core/v1
+/// Creates a block mapper for a `volumeMode: Block` PersistentVolume (or plain) spec and a pod (core/v1
 /// Pod JSON with `metadata.uid`), and writes
 /// `<rootDir>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json`. On success
 /// `*out` receives a handle the caller frees with `kcsi_block_mapper_free`.

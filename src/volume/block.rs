@@ -151,7 +151,7 @@ impl BlockMapper {
             &csi_log!("blockMapper.{what} failed to get CSI client"),
         )?;
         let publish_context = op
-            .publish_context(&self.volume_handle)
+            .publish_context(&self.spec, &self.volume_handle)
             .await?
             .unwrap_or_default();
         let caps = op.capabilities().await?;
@@ -169,7 +169,11 @@ impl BlockMapper {
             return Ok(None);
         }
         let secrets = op
-            .secrets("NodeStageSecretRef", src.node_stage_secret_ref.as_ref())
+            .secrets(
+                &self.spec,
+                "NodeStageSecretRef",
+                src.node_stage_secret_ref.as_ref(),
+            )
             .await?;
         let staging = &self.paths.staging_path;
         volume_data::make_dirs(staging)
@@ -233,7 +237,11 @@ impl BlockMapper {
             ));
         }
         let secrets = op
-            .secrets("NodePublishSecretRef", src.node_publish_secret_ref.as_ref())
+            .secrets(
+                &self.spec,
+                "NodePublishSecretRef",
+                src.node_publish_secret_ref.as_ref(),
+            )
             .await?;
         let req = csi::NodePublishVolumeRequest {
             volume_id: self.volume_handle.clone(),
