@@ -35,13 +35,13 @@ fn parse() -> Cli {
                 let _ = e.print();
                 std::process::exit(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 });
             }
+            // clap's message without its usage and tip paragraphs, on one line.
             let text = e.render().to_string();
-            let first = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("bad arguments")
-                .trim_start_matches("error: ");
-            eprintln!("kcsi: {first} (see kcsi --help)");
+            let main = text.split("\n\nUsage:").next().unwrap_or_default();
+            let main = main.split("\n\n  tip:").next().unwrap_or_default();
+            let line = main.split_whitespace().collect::<Vec<_>>().join(" ");
+            let line = line.trim_start_matches("error: ");
+            eprintln!("kcsi: {line} (see kcsi --help)");
             std::process::exit(2);
         }
     }

@@ -319,6 +319,8 @@ fn unescape_mountinfo(s: &str) -> String {
     out
 }
 
+pub const LEFTOVERS: &str = "unmount leftovers";
+
 /// The last resort after clean-up: whatever is still mounted under the root (the driver died
 /// or refused) is unmounted by kcsi itself, so no mount is left behind.
 pub async fn unmount_leftovers(s: &mut Session, root: &Path) -> Result<(), Stop> {
@@ -326,7 +328,7 @@ pub async fn unmount_leftovers(s: &mut Session, root: &Path) -> Result<(), Stop>
     if left.is_empty() {
         return Ok(());
     }
-    s.step("unmount leftovers", async {
+    s.step(LEFTOVERS, async {
         let mut failed: Vec<String> = Vec::new();
         for p in &left {
             let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();

@@ -7,8 +7,14 @@ use std::time::{Duration, Instant};
 
 pub const DRIVER: &str = "hostpath.csi.k8s.io";
 
+/// The repository root (these helpers are shared by the workspace's crates).
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|d| d.join("scripts/peers/path.sh").exists())
+        .unwrap_or(&manifest)
+        .to_path_buf()
 }
 
 /// Path of a built peer binary; panics with the build command when it is missing.
@@ -67,6 +73,20 @@ impl DriverProcess {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         Self::spawn(peer_binary("standin"), args, dir, socket, DRIVER)
+    }
+
+    /// The real csi-driver-host-path (`hostpathplugin`): Identity, Controller and Node.
+    pub fn hostpathplugin(node_id: &str) -> DriverProcess {
+        let dir = short_tempdir("kcsi-hp");
+        let socket = dir.path().join("csi.sock");
+        let args = vec![
+            format!("--endpoint=unix://{}", socket.display()),
+            format!("--nodeid={node_id}"),
+            format!("--statedir={}", dir.path().join("state").display()),
+            format!("--drivername={DRIVER}"),
+            "-v=5".to_string(),
+        ];
+        Self::spawn(peer_binary("hostpath"), args, dir, socket, DRIVER)
     }
 
     /// Kubernetes' e2e mock CSI driver (no mounts; node id = driver name).
