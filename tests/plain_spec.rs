@@ -48,10 +48,17 @@ impl Node {
             "{}/vol_data.json",
             Path::new(&self.relative(&dmp)).parent().unwrap().display()
         ));
-        let (s, p) = (cstr(&spec.to_string()), cstr(&pod("p", "pod-1").to_string()));
+        let (s, p) = (
+            cstr(&spec.to_string()),
+            cstr(&pod("p", "pod-1").to_string()),
+        );
         let mut m = ptr::null_mut();
         let mut err = ptr::null_mut();
-        check(kcsi_mounter_new(self.host.0, s.as_ptr(), p.as_ptr(), &mut m, &mut err), err).unwrap();
+        check(
+            kcsi_mounter_new(self.host.0, s.as_ptr(), p.as_ptr(), &mut m, &mut err),
+            err,
+        )
+        .unwrap();
         let mut out = ptr::null_mut();
         check(kcsi_mounter_path(m, &mut out, &mut err), err).unwrap();
         let mount = self.relative(&take_string(out));
@@ -68,7 +75,11 @@ impl Node {
         let (s, u) = (cstr(spec_name), cstr("pod-1"));
         let mut un = ptr::null_mut();
         let mut err = ptr::null_mut();
-        check(kcsi_unmounter_new(self.host.0, s.as_ptr(), u.as_ptr(), &mut un, &mut err), err).unwrap();
+        check(
+            kcsi_unmounter_new(self.host.0, s.as_ptr(), u.as_ptr(), &mut un, &mut err),
+            err,
+        )
+        .unwrap();
         check(kcsi_unmounter_tear_down(un, &mut err), err).unwrap();
         kcsi_unmounter_free(un);
         let dmp = format!("{}{dmp}", self.root.path().display());
@@ -87,7 +98,13 @@ fn plain_spec_gives_the_pv_paths_and_vol_data() {
     let driver = DriverProcess::hostpathplugin("node-1");
     let handle = create_volume(&driver, "plain-fs", false, 8 << 20);
     let attrs = json!({"color": "blue"});
-    let pv = pv_spec("pv-plain", &handle, false, json!({"volumeAttributes": attrs}), json!({}));
+    let pv = pv_spec(
+        "pv-plain",
+        &handle,
+        false,
+        json!({"volumeAttributes": attrs}),
+        json!({}),
+    );
     let plain = json!({"csi": {
         "driver": DRIVER, "volumeHandle": handle, "specName": "pv-plain",
         "volumeAttributes": attrs, "accessMode": "ReadWriteOnce",
@@ -97,14 +114,22 @@ fn plain_spec_gives_the_pv_paths_and_vol_data() {
     a.tear_down("pv-plain", &from_pv.0);
     let from_plain = b.set_up(&plain);
     assert_eq!(from_plain, from_pv);
-    assert!(from_pv.3.contains("\"specVolID\":\"pv-plain\""), "{}", from_pv.3);
+    assert!(
+        from_pv.3.contains("\"specVolID\":\"pv-plain\""),
+        "{}",
+        from_pv.3
+    );
     b.tear_down("pv-plain", &from_plain.0);
 
     let head = |h: &CHost, spec: &Value| {
         let s = cstr(&spec.to_string());
         let mut out = ptr::null_mut();
         let mut err = ptr::null_mut();
-        check(kcsi::ffi::queries::kcsi_get_volume_name(h.0, s.as_ptr(), &mut out, &mut err), err).unwrap();
+        check(
+            kcsi::ffi::queries::kcsi_get_volume_name(h.0, s.as_ptr(), &mut out, &mut err),
+            err,
+        )
+        .unwrap();
         take_string(out)
     };
     assert_eq!(head(&a.host, &plain), head(&a.host, &pv));
@@ -121,10 +146,15 @@ fn plain_block_spec_gives_the_pv_block_paths_and_vol_data() {
         let node = Node::new(&driver);
         let m = node.host.mapper(spec, &pod("p", "pod-1")).unwrap();
         let paths = m.paths();
-        let relative: Vec<String> = ["globalMapPath", "stagingPath", "publishPath", "volumeDataDir"]
-            .iter()
-            .map(|k| node.relative(paths[k].as_str().unwrap()))
-            .collect();
+        let relative: Vec<String> = [
+            "globalMapPath",
+            "stagingPath",
+            "publishPath",
+            "volumeDataDir",
+        ]
+        .iter()
+        .map(|k| node.relative(paths[k].as_str().unwrap()))
+        .collect();
         let data = node.read(&format!("{}/vol_data.json", relative[3]));
         seen.push((relative, data));
     }
@@ -144,7 +174,11 @@ fn plain_spec_secrets_reach_the_driver_and_a_bad_secrets_file_is_transient() {
     let err = a.mount_device(&spec, &dmp, None).unwrap_err();
     assert_eq!(err.class, kcsi::ffi::KCSI_CLASS_TRANSIENT, "{err:?}");
     assert!(err.message.contains("cannot read secrets file"), "{err:?}");
-    std::fs::write(&secrets, r#"{"NodeStageVolumeSecret": {"password": "hunter2"}}"#).unwrap();
+    std::fs::write(
+        &secrets,
+        r#"{"NodeStageVolumeSecret": {"password": "hunter2"}}"#,
+    )
+    .unwrap();
     a.mount_device(&spec, &dmp, None).unwrap();
     // hostpathplugin's gRPCCall log line prints the secrets it received (its own leak).
     let log = driver.log();

@@ -121,7 +121,12 @@ pub struct LifecycleArgs {
     #[command(flatten)]
     pub driver: DriverArgs,
     /// An existing volume's handle.
-    #[arg(long, value_name = "ID", required_unless_present = "create", conflicts_with = "create")]
+    #[arg(
+        long,
+        value_name = "ID",
+        required_unless_present = "create",
+        conflicts_with = "create"
+    )]
     pub volume_handle: Option<String>,
     /// Create the volume with the driver's Controller service first (and delete it after):
     /// its size, e.g. 10Mi.

@@ -221,9 +221,11 @@ async fn connection(down: UnixStream, ctx: Arc<Ctx>) {
         }
     };
     let pid = up.peer_cred().ok().and_then(|c| c.pid());
-    let Ok((sender, conn)) =
-        hyper::client::conn::http2::handshake::<_, _, Full<Bytes>>(TokioExecutor::new(), TokioIo::new(up))
-            .await
+    let Ok((sender, conn)) = hyper::client::conn::http2::handshake::<_, _, Full<Bytes>>(
+        TokioExecutor::new(),
+        TokioIo::new(up),
+    )
+    .await
     else {
         return;
     };
@@ -350,7 +352,11 @@ async fn handle(
         .and_then(|t| t.get("grpc-message"))
         .or_else(|| rparts.headers.get("grpc-message"))
         .and_then(|v| v.to_str().ok())
-        .map(|m| percent_encoding::percent_decode_str(m).decode_utf8_lossy().into_owned())
+        .map(|m| {
+            percent_encoding::percent_decode_str(m)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
         .unwrap_or_default();
 
     match action {
@@ -362,7 +368,9 @@ async fn handle(
             match pid {
                 // SAFETY: kill(2) on the pid the driver socket's peer credentials named.
                 Some(pid) if pid > 0 && unsafe { libc::kill(pid, libc::SIGKILL) } == 0 => {
-                    fault(format!("the driver answered; killed it (pid {pid}) before its answer got through"))
+                    fault(format!(
+                        "the driver answered; killed it (pid {pid}) before its answer got through"
+                    ))
                 }
                 Some(pid) => fault(format!(
                     "could not kill the driver (pid {pid}): {}",

@@ -41,13 +41,15 @@ struct Run {
 pub async fn run(args: LifecycleArgs) -> Result<i32, UsageError> {
     let timeout = args.driver.timeout;
     if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86_400.0) {
-        return Err(UsageError(format!("--timeout {timeout}: must be > 0 and at most 86400")));
+        return Err(UsageError(format!(
+            "--timeout {timeout}: must be > 0 and at most 86400"
+        )));
     }
     let secrets = node::secrets_file(&args.volume)?;
     let size = match &args.create {
-        Some(text) => Some(
-            parse_bytes(text).map_err(|e| UsageError(format!("--create: {}", e.message())))?,
-        ),
+        Some(text) => {
+            Some(parse_bytes(text).map_err(|e| UsageError(format!("--create: {}", e.message())))?)
+        }
         None => None,
     };
     let (root, temp_root) = match &args.root {
@@ -111,12 +113,13 @@ pub async fn run(args: LifecycleArgs) -> Result<i32, UsageError> {
 }
 
 impl Run {
-    fn host(&self) -> &Host {
-        self.host.as_ref().expect("host is set before any volume step")
-    }
-
     fn new_host(&mut self) -> Result<(), Stop> {
-        match node::host(&self.root, &self.node, self.args.driver.timeout, Some(&self.csidriver)) {
+        match node::host(
+            &self.root,
+            &self.node,
+            self.args.driver.timeout,
+            Some(&self.csidriver),
+        ) {
             Ok(h) => {
                 self.host = Some(h);
                 Ok(())
@@ -158,7 +161,7 @@ impl Run {
             }
             (None, None) => unreachable!("clap requires --volume-handle or --create"),
         };
-        let attach_required = node::attach_required(self.host(), &self.driver);
+        let attach_required = node::attach_required(self.host.as_ref().ok_or(Stop)?, &self.driver);
         let volume = match node::volume(
             &self.driver,
             &handle,
@@ -175,28 +178,38 @@ impl Run {
         self.volume = Some(volume.clone());
         let v = &volume;
 
-        steps::register(&mut self.s, self.host.as_ref().unwrap(), &self.driver, "register").await?;
+        let host = self.host.as_ref().ok_or(Stop)?;
+        steps::register(&mut self.s, host, &self.driver, "register").await?;
         self.up.registered = true;
-        steps::attach_wait(&mut self.s, self.host.as_ref().unwrap(), v).await?;
+        steps::attach_wait(&mut self.s, host, v).await?;
         self.up.staged = true;
-        steps::stage(&mut self.s, self.host.as_ref().unwrap(), v).await?;
+        steps::stage(&mut self.s, host, v).await?;
         self.up.published = true;
-        let path = steps::publish(&mut self.s, self.host.as_ref().unwrap(), v).await?;
+        let path = steps::publish(&mut self.s, host, v).await?;
         steps::probe(&mut self.s, v, &path).await?;
-        steps::stats(&mut self.s, self.host.as_ref().unwrap(), &v.driver, &v.handle, &path).await?;
+        steps::stats(&mut self.s, host, &v.driver, &v.handle, &path).await?;
 
         // A kubelet restart: this host and its driver registration go; a new one starts from
         // what is on disk.
         self.host = None;
         self.new_host()?;
-        steps::register(&mut self.s, self.host.as_ref().unwrap(), &self.driver, "restart").await?;
-        steps::reconstruct(&mut self.s, self.host.as_ref().unwrap(), v).await?;
+        let host = self.host.as_ref().ok_or(Stop)?;
+        steps::register(&mut self.s, host, &self.driver, "restart").await?;
+        steps::reconstruct(&mut self.s, host, v).await?;
 
-        steps::unpublish(&mut self.s, self.host.as_ref().unwrap(), v.block, &v.spec_name, &v.pod_uid).await?;
+        steps::unpublish(&mut self.s, host, v.block, &v.spec_name, &v.pod_uid).await?;
         self.up.published = false;
-        steps::unstage(&mut self.s, self.host.as_ref().unwrap(), v.block, &v.driver, &v.handle, &v.spec_name).await?;
+        steps::unstage(
+            &mut self.s,
+            host,
+            v.block,
+            &v.driver,
+            &v.handle,
+            &v.spec_name,
+        )
+        .await?;
         self.up.staged = false;
-        steps::deregister(&mut self.s, self.host.as_ref().unwrap(), &self.driver).await?;
+        steps::deregister(&mut self.s, host, &self.driver).await?;
         self.up.registered = false;
         if let Some(id) = self.up.created.clone() {
             self.delete(&id).await?;
@@ -225,7 +238,10 @@ impl Run {
             .s
             .step("create", async move {
                 let vol = driver::create_volume(&ch, request, timeout).await?;
-                let note = format!("created volume {} ({} bytes)", vol.volume_id, vol.capacity_bytes);
+                let note = format!(
+                    "created volume {} ({} bytes)",
+                    vol.volume_id, vol.capacity_bytes
+                );
                 Ok(Done::Value(vol, Some(note)))
             })
             .await?
@@ -253,27 +269,36 @@ impl Run {
     async fn clean_up(&mut self) {
         self.s.cleaning = true;
         if self.s.interrupted {
-            self.s.report.say("interrupted: cleaning up (signals are ignored until done)");
+            self.s
+                .report
+                .say("interrupted: cleaning up (signals are ignored until done)");
         }
         let Some(v) = self.volume.clone() else {
             return;
         };
-        if (self.up.published || self.up.staged) && self.host.is_some() {
-            let host = self.host.as_ref().unwrap();
-            if host.drivers.get(&self.driver).is_none() {
-                let _ = steps::register(&mut self.s, host, &self.driver, "register (clean-up)").await;
-            }
-        }
         if self.host.is_none() {
             // Stopped between the old host and the new one: start the new one.
             let _ = self.new_host();
         }
         if let Some(host) = self.host.as_ref() {
+            if (self.up.published || self.up.staged) && host.drivers.get(&self.driver).is_none() {
+                let _ =
+                    steps::register(&mut self.s, host, &self.driver, "register (clean-up)").await;
+            }
             if self.up.published {
-                let _ = steps::unpublish(&mut self.s, host, v.block, &v.spec_name, &v.pod_uid).await;
+                let _ =
+                    steps::unpublish(&mut self.s, host, v.block, &v.spec_name, &v.pod_uid).await;
             }
             if self.up.staged {
-                let _ = steps::unstage(&mut self.s, host, v.block, &v.driver, &v.handle, &v.spec_name).await;
+                let _ = steps::unstage(
+                    &mut self.s,
+                    host,
+                    v.block,
+                    &v.driver,
+                    &v.handle,
+                    &v.spec_name,
+                )
+                .await;
             }
             if self.up.registered && host.drivers.get(&self.driver).is_some() {
                 let _ = steps::deregister(&mut self.s, host, &self.driver).await;

@@ -60,7 +60,9 @@ pub fn csidriver(
     attach_required: bool,
 ) -> Result<Value, UsageError> {
     let Some(path) = &args.csidriver else {
-        return Ok(json!({"metadata": {"name": driver}, "spec": {"attachRequired": attach_required}}));
+        return Ok(
+            json!({"metadata": {"name": driver}, "spec": {"attachRequired": attach_required}}),
+        );
     };
     let obj = read_json("--csidriver", path)?;
     let name = obj.pointer("/metadata/name").and_then(Value::as_str);

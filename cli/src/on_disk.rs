@@ -14,9 +14,13 @@ use crate::UsageError;
 fn entries(cmd: &RootCmd) -> Result<(std::path::PathBuf, Vec<Entry>), UsageError> {
     let root = node::absolute("--root", &cmd.root)?;
     if !root.is_dir() {
-        return Err(UsageError(format!("--root: {} is not a directory", root.display())));
+        return Err(UsageError(format!(
+            "--root: {} is not a directory",
+            root.display()
+        )));
     }
-    let found = inventory::list(&Layout::new(&root)).map_err(|e| UsageError(e.message().to_string()))?;
+    let found =
+        inventory::list(&Layout::new(&root)).map_err(|e| UsageError(e.message().to_string()))?;
     Ok((root, found))
 }
 
@@ -35,7 +39,12 @@ fn entry_json(e: &Entry) -> Value {
             pod_uid,
             spec_name,
             mount_path,
-        } => ("published", Some(pod_uid), Some(spec_name), Some(mount_path)),
+        } => (
+            "published",
+            Some(pod_uid),
+            Some(spec_name),
+            Some(mount_path),
+        ),
         Place::Block { spec_name } => ("block", None, Some(spec_name), None),
     };
     json!({
@@ -63,7 +72,10 @@ pub fn list(cmd: RootCmd) -> Result<i32, UsageError> {
         println!("nothing staged or published under {}", root.display());
         return Ok(0);
     }
-    println!("{:<10} {:<24} {:<40} {:<20} {:<12} {:<8}", "KIND", "DRIVER", "VOLUME HANDLE", "SPEC", "POD", "MOUNTED");
+    println!(
+        "{:<10} {:<24} {:<40} {:<20} {:<12} {:<8}",
+        "KIND", "DRIVER", "VOLUME HANDLE", "SPEC", "POD", "MOUNTED"
+    );
     for e in &found {
         let j = entry_json(e);
         let s = |k: &str| j[k].as_str().unwrap_or("-").to_string();
@@ -114,7 +126,9 @@ pub fn reconstruct(cmd: RootCmd) -> Result<i32, UsageError> {
             }
         };
         let item = match rebuilt {
-            Ok((pod, spec_name, spec)) => json!({"specName": spec_name, "podUID": pod, "spec": spec}),
+            Ok((pod, spec_name, spec)) => {
+                json!({"specName": spec_name, "podUID": pod, "spec": spec})
+            }
             Err(err) => {
                 ok = false;
                 json!({"dir": e.dir, "error": err.message()})

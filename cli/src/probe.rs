@@ -45,14 +45,19 @@ pub fn filesystem(path: &Path, read_only: bool) -> Result<String> {
         return match fs::write(&file, b"x") {
             Err(e) if read_only_refused(&e) => {
                 fs::read_dir(path).map_err(|e| io(format!("cannot list {}", path.display()), e))?;
-                Ok(format!("read-only volume: listing works, writing is refused ({e})"))
+                Ok(format!(
+                    "read-only volume: listing works, writing is refused ({e})"
+                ))
             }
             Err(e) => Err(io(format!("cannot write {}", file.display()), e)),
             Ok(()) => {
                 let _ = fs::remove_file(&file);
                 Err(Error::new(
                     ErrorKind::FailedPrecondition,
-                    format!("{} was published read-only, but a write succeeded", path.display()),
+                    format!(
+                        "{} was published read-only, but a write succeeded",
+                        path.display()
+                    ),
                 ))
             }
         };
@@ -69,10 +74,16 @@ pub fn filesystem(path: &Path, read_only: bool) -> Result<String> {
     if back? != data {
         return Err(Error::new(
             ErrorKind::Io,
-            format!("{} read back different bytes than were written", file.display()),
+            format!(
+                "{} read back different bytes than were written",
+                file.display()
+            ),
         ));
     }
-    Ok(format!("wrote, synced and read back {SIZE} bytes in {}", file.display()))
+    Ok(format!(
+        "wrote, synced and read back {SIZE} bytes in {}",
+        file.display()
+    ))
 }
 
 /// Bytes through the published device file; the original bytes are written back.
@@ -102,7 +113,10 @@ pub fn block(path: &Path, read_only: bool) -> Result<String> {
             Err(e) => Err(io(format!("cannot open {}", path.display()), e)),
             Ok(_) => Err(Error::new(
                 ErrorKind::FailedPrecondition,
-                format!("{} was published read-only, but opens for writing", path.display()),
+                format!(
+                    "{} was published read-only, but opens for writing",
+                    path.display()
+                ),
             )),
         };
     }
@@ -122,11 +136,22 @@ pub fn block(path: &Path, read_only: bool) -> Result<String> {
         .and_then(|_| dev.write_all(&original))
         .and_then(|_| dev.sync_all());
     let back = back.map_err(|e| io(format!("I/O through {}", path.display()), e))?;
-    restore.map_err(|e| io(format!("cannot restore the first {SIZE} bytes of {}", path.display()), e))?;
+    restore.map_err(|e| {
+        io(
+            format!(
+                "cannot restore the first {SIZE} bytes of {}",
+                path.display()
+            ),
+            e,
+        )
+    })?;
     if back != data {
         return Err(Error::new(
             ErrorKind::Io,
-            format!("{} read back different bytes than were written", path.display()),
+            format!(
+                "{} read back different bytes than were written",
+                path.display()
+            ),
         ));
     }
     Ok(format!(

@@ -99,7 +99,14 @@ impl Report {
                 })
             }
             Event::Fault { method, what } => {
-                self.say(format!("  !! fault proxy{}: {what}", if method.is_empty() { String::new() } else { format!(" ({method})") }));
+                self.say(format!(
+                    "  !! fault proxy{}: {what}",
+                    if method.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({method})")
+                    }
+                ));
                 None
             }
         }
@@ -199,7 +206,13 @@ impl Report {
                 rpcs.join(" ")
             );
             if let Some(c) = s.class {
-                line += &format!("  [{}{}]", class_name(c), s.grpc_code.map(|c| format!(", {}", code_name(c))).unwrap_or_default());
+                line += &format!(
+                    "  [{}{}]",
+                    class_name(c),
+                    s.grpc_code
+                        .map(|c| format!(", {}", code_name(c)))
+                        .unwrap_or_default()
+                );
             }
             println!("{line}");
         }

@@ -70,9 +70,7 @@ impl Session {
         let proxy_socket = dir.path().join("csi.sock");
         let (tx, events) = mpsc::unbounded_channel();
         let proxy = FaultProxy::bind(&proxy_socket, &socket, faults, false, Some(tx))
-            .map_err(|e| {
-                UsageError(format!("cannot listen on {}: {e}", proxy_socket.display()))
-            })?;
+            .map_err(|e| UsageError(format!("cannot listen on {}: {e}", proxy_socket.display())))?;
         let signals = || -> std::io::Result<(Signal, Signal)> {
             Ok((
                 signal(SignalKind::interrupt())?,

@@ -21,13 +21,24 @@ struct Ready {
     driver: String,
 }
 
-async fn ready(args: &DriverArgs, root: &std::path::Path, attach: bool) -> Result<Result<Ready, i32>, UsageError> {
+async fn ready(
+    args: &DriverArgs,
+    root: &std::path::Path,
+    attach: bool,
+) -> Result<Result<Ready, i32>, UsageError> {
     let t = args.timeout;
     if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
-        return Err(UsageError(format!("--timeout {t}: must be > 0 and at most 86400")));
+        return Err(UsageError(format!(
+            "--timeout {t}: must be > 0 and at most 86400"
+        )));
     }
     let root = node::absolute("--root", root)?;
-    let mut s = Session::start(&args.endpoint, args.fault.clone(), args.json, Duration::from_secs_f64(t))?;
+    let mut s = Session::start(
+        &args.endpoint,
+        args.fault.clone(),
+        args.json,
+        Duration::from_secs_f64(t),
+    )?;
     let driver = match steps::identify(&mut s, args.driver.as_deref()).await {
         Ok(d) => d,
         Err(Stop) => {
@@ -38,8 +49,16 @@ async fn ready(args: &DriverArgs, root: &std::path::Path, attach: bool) -> Resul
         }
     };
     let csidriver = node::csidriver(args, &driver, attach)?;
-    let host = node::host(&root, &node::node_name(&args.node_name), t, Some(&csidriver))?;
-    if steps::register(&mut s, &host, &driver, "register").await.is_err() {
+    let host = node::host(
+        &root,
+        &node::node_name(&args.node_name),
+        t,
+        Some(&csidriver),
+    )?;
+    if steps::register(&mut s, &host, &driver, "register")
+        .await
+        .is_err()
+    {
         s.report.summary();
         return Ok(Err(exit_code(&s)));
     }
@@ -64,7 +83,13 @@ fn finish(r: Ready) -> i32 {
 fn volume(r: &Ready, cmd: &VolumeCmd) -> Result<Volume, UsageError> {
     node::secrets_file(&cmd.volume)?;
     let attach = node::attach_required(&r.host, &r.driver);
-    node::volume(&r.driver, &cmd.volume_handle, &cmd.volume, &BTreeMap::new(), attach)
+    node::volume(
+        &r.driver,
+        &cmd.volume_handle,
+        &cmd.volume,
+        &BTreeMap::new(),
+        attach,
+    )
 }
 
 /// Undoes a step the user interrupted (it may have completed in the driver).
@@ -76,7 +101,15 @@ async fn undo_interrupted(r: &mut Ready, v: &Volume, published: bool) {
     if published {
         let _ = steps::unpublish(&mut r.s, &r.host, v.block, &v.spec_name, &v.pod_uid).await;
     } else {
-        let _ = steps::unstage(&mut r.s, &r.host, v.block, &v.driver, &v.handle, &v.spec_name).await;
+        let _ = steps::unstage(
+            &mut r.s,
+            &r.host,
+            v.block,
+            &v.driver,
+            &v.handle,
+            &v.spec_name,
+        )
+        .await;
     }
 }
 
@@ -159,23 +192,30 @@ pub async fn expand(cmd: ExpandCmd) -> Result<i32, UsageError> {
         Err(code) => return Ok(code),
     };
     let v = volume(&r, c)?;
-    let staging = steps::staging_path(&r.host, &v).map_err(|e| UsageError(e.message().to_string()))?;
+    let staging =
+        steps::staging_path(&r.host, &v).map_err(|e| UsageError(e.message().to_string()))?;
     let target = steps::target_path(&r.host, v.block, &v.spec_name, &v.pod_uid)
         .map_err(|e| UsageError(e.message().to_string()))?;
     let opts = ExpandOptions {
         spec: v.spec.clone(),
-        device_path: if v.block { target.display().to_string() } else { String::new() },
+        device_path: if v.block {
+            target.display().to_string()
+        } else {
+            String::new()
+        },
         device_mount_path: target.display().to_string(),
         device_stage_path: staging.display().to_string(),
         new_size: cmd.new_size.clone(),
         old_size: None,
     };
     let host = &r.host;
-    let _ = r
-        .s
-        .step("expand", async {
+    let _ =
+        r.s.step("expand", async {
             expander::node_expand(host, &opts).await?;
-            Ok(Done::Value((), Some(format!("expanded to {}", opts.new_size))))
+            Ok(Done::Value(
+                (),
+                Some(format!("expanded to {}", opts.new_size)),
+            ))
         })
         .await;
     Ok(finish(r))

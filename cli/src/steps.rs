@@ -27,9 +27,9 @@ pub async fn identify(s: &mut Session, want: Option<&str>) -> Result<String, Sto
     let want = want.map(str::to_string);
     let name = s
         .step("identify", async move {
-            let (name, version) = driver::plugin_info(&ch, timeout).await.map_err(|e| {
-                e.context("the endpoint does not answer as a CSI driver")
-            })?;
+            let (name, version) = driver::plugin_info(&ch, timeout)
+                .await
+                .map_err(|e| e.context("the endpoint does not answer as a CSI driver"))?;
             if let Some(w) = want.filter(|w| *w != name) {
                 return Err(Error::invalid(format!(
                     "--driver {w:?}, but the driver says it is {name:?}"
@@ -81,7 +81,10 @@ pub async fn attach_wait(s: &mut Session, host: &Host, v: &Volume) -> Result<(),
             ));
         }
         let name = attacher::wait_for_attach(host, &v.spec, timeout).await?;
-        Ok(Done::Value((), Some(format!("attached: VolumeAttachment {name}"))))
+        Ok(Done::Value(
+            (),
+            Some(format!("attached: VolumeAttachment {name}")),
+        ))
     })
     .await
     .map(drop)
@@ -97,7 +100,12 @@ pub fn staging_path(host: &Host, v: &Volume) -> Result<PathBuf, Error> {
 }
 
 /// The path the pod uses: its mount path, or the block publish path.
-pub fn target_path(host: &Host, block: bool, spec_name: &str, pod_uid: &str) -> Result<PathBuf, Error> {
+pub fn target_path(
+    host: &Host,
+    block: bool,
+    spec_name: &str,
+    pod_uid: &str,
+) -> Result<PathBuf, Error> {
     if block {
         host.layout
             .block_paths(spec_name, pod_uid)?
@@ -123,7 +131,10 @@ pub async fn stage(s: &mut Session, host: &Host, v: &Volume) -> Result<(), Stop>
             se_linux_label: None,
         };
         attacher::mount_device(host, &v.spec, &dmp.to_string_lossy(), &args).await?;
-        Ok(Done::Value((), Some(format!("staged at {}", dmp.display()))))
+        Ok(Done::Value(
+            (),
+            Some(format!("staged at {}", dmp.display())),
+        ))
     })
     .await
     .map(drop)
@@ -208,16 +219,24 @@ pub async fn reconstruct(s: &mut Session, host: &Host, v: &Volume) -> Result<(),
         let got = (
             pv.pointer("/metadata/name").and_then(|n| n.as_str()),
             pv.pointer("/spec/csi/driver").and_then(|n| n.as_str()),
-            pv.pointer("/spec/csi/volumeHandle").and_then(|n| n.as_str()),
+            pv.pointer("/spec/csi/volumeHandle")
+                .and_then(|n| n.as_str()),
         );
-        let want = (Some(v.spec_name.as_str()), Some(v.driver.as_str()), Some(v.handle.as_str()));
+        let want = (
+            Some(v.spec_name.as_str()),
+            Some(v.driver.as_str()),
+            Some(v.handle.as_str()),
+        );
         if got != want {
             return Err(Error::new(
                 ErrorKind::Internal,
                 format!("the reconstructed spec {rebuilt} does not name {want:?}"),
             ));
         }
-        Ok(Done::Value((), Some(format!("rebuilt from vol_data.json: {rebuilt}"))))
+        Ok(Done::Value(
+            (),
+            Some(format!("rebuilt from vol_data.json: {rebuilt}")),
+        ))
     })
     .await
     .map(drop)
@@ -229,7 +248,12 @@ fn reconstruct_block(
     spec_name: &str,
     map: &Path,
 ) -> Result<serde_json::Value, Error> {
-    kcsi::volume::block::construct_block_volume_spec(host, pod_uid, spec_name, &map.to_string_lossy())
+    kcsi::volume::block::construct_block_volume_spec(
+        host,
+        pod_uid,
+        spec_name,
+        &map.to_string_lossy(),
+    )
 }
 
 /// Whether the volume named `spec_name` under the host's root is a block volume.
@@ -252,7 +276,9 @@ pub async fn unpublish(
                 .unmap_pod_device(host)
                 .await?;
         } else {
-            Unmounter::new(host, spec_name, pod_uid)?.tear_down(host).await?;
+            Unmounter::new(host, spec_name, pod_uid)?
+                .tear_down(host)
+                .await?;
         }
         Ok(value(()))
     })
@@ -334,7 +360,11 @@ pub async fn unmount_leftovers(s: &mut Session, root: &Path) -> Result<(), Stop>
             let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
             // SAFETY: umount2 on a NUL-terminated path we own.
             if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                failed.push(format!("{}: {}", p.display(), std::io::Error::last_os_error()));
+                failed.push(format!(
+                    "{}: {}",
+                    p.display(),
+                    std::io::Error::last_os_error()
+                ));
             }
         }
         let list: Vec<String> = left.iter().map(|p| p.display().to_string()).collect();
@@ -350,7 +380,10 @@ pub async fn unmount_leftovers(s: &mut Session, root: &Path) -> Result<(), Stop>
         } else {
             Err(Error::new(
                 ErrorKind::Io,
-                format!("mounts left under the root could not be unmounted: {}", failed.join("; ")),
+                format!(
+                    "mounts left under the root could not be unmounted: {}",
+                    failed.join("; ")
+                ),
             ))
         }
     })

@@ -33,7 +33,10 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
     let config = HostConfig::from_json(&config.to_string())
         .map_err(|e| UsageError(format!("this kcsi cannot watch: {}", e.message())))?;
     let host = Host::new(config).map_err(|e| UsageError(e.message().to_string()))?;
-    let (mut sigint, mut sigterm) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+    let (mut sigint, mut sigterm) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => return Err(UsageError(format!("cannot handle signals: {e}"))),
     };
@@ -65,7 +68,10 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
         for name in known.keys() {
             if !now.contains_key(name) {
                 if cmd.json {
-                    println!("{}", json!({"event": "deregistered", "driver": {"name": name}}));
+                    println!(
+                        "{}",
+                        json!({"event": "deregistered", "driver": {"name": name}})
+                    );
                 } else {
                     println!("deregistered {name}");
                 }

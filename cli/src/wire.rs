@@ -142,8 +142,10 @@ mod tests {
         frame.extend(&msg);
         let text = request_text("/csi.v1.Node/NodeStageVolume", &frame);
         assert!(text.contains("v1") && !text.contains("hunter2"), "{text}");
-        assert!(request_text("/csi.v1.Controller/ControllerPublishVolume", &frame)
-            .contains("not shown"));
+        assert!(
+            request_text("/csi.v1.Controller/ControllerPublishVolume", &frame)
+                .contains("not shown")
+        );
     }
 
     #[test]

@@ -18,7 +18,11 @@ fn kcsi() -> Command {
 }
 
 fn run(args: &[&str]) -> Output {
-    kcsi().args(args).stdin(Stdio::null()).output().expect("run kcsi")
+    kcsi()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kcsi")
 }
 
 fn stderr(o: &Output) -> String {
@@ -28,7 +32,12 @@ fn stderr(o: &Output) -> String {
 /// `--json` output: exactly one JSON object on stdout.
 fn json(o: &Output) -> Value {
     let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(out.trim().lines().count(), 1, "one line of JSON, got:\n{out}\nstderr:\n{}", stderr(o));
+    assert_eq!(
+        out.trim().lines().count(),
+        1,
+        "one line of JSON, got:\n{out}\nstderr:\n{}",
+        stderr(o)
+    );
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
@@ -75,7 +84,11 @@ impl Root {
         self.path().display().to_string()
     }
     fn assert_no_mounts(&self) {
-        assert_eq!(mounts_below(self.path()), Vec::<String>::new(), "mounts left behind");
+        assert_eq!(
+            mounts_below(self.path()),
+            Vec::<String>::new(),
+            "mounts left behind"
+        );
     }
 }
 
@@ -105,7 +118,14 @@ const FS_STEPS: &[&str] = &[
 fn lifecycle(driver: &DriverProcess, root: &Root, extra: &[&str]) -> Output {
     let endpoint = format!("unix://{}", driver.endpoint());
     let root = root.arg();
-    let mut args = vec!["lifecycle", "--endpoint", &endpoint, "--root", &root, "--json"];
+    let mut args = vec![
+        "lifecycle",
+        "--endpoint",
+        &endpoint,
+        "--root",
+        &root,
+        "--json",
+    ];
     args.extend(extra);
     run(&args)
 }
@@ -114,7 +134,11 @@ fn lifecycle(driver: &DriverProcess, root: &Root, extra: &[&str]) -> Output {
 fn lifecycle_passes_every_step_on_a_filesystem_volume() {
     let driver = DriverProcess::hostpathplugin("node-1");
     let root = Root::new();
-    let out = lifecycle(&driver, &root, &["--create", "10Mi", "--driver", common::DRIVER]);
+    let out = lifecycle(
+        &driver,
+        &root,
+        &["--create", "10Mi", "--driver", common::DRIVER],
+    );
     let report = json(&out);
     assert_eq!(out.status.code(), Some(0), "{report}\n{}", stderr(&out));
     assert_eq!(report["ok"], true);
@@ -126,7 +150,11 @@ fn lifecycle_passes_every_step_on_a_filesystem_volume() {
     assert_eq!(publish["rpcs"][0]["method"], "NodePublishVolume");
     root.assert_no_mounts();
     let csi_dir = root.path().join("pods/kcsi-pod/volumes/kubernetes.io~csi");
-    assert_eq!(csi_dir.read_dir().unwrap().count(), 0, "the volume's dir is removed");
+    assert_eq!(
+        csi_dir.read_dir().unwrap().count(),
+        0,
+        "the volume's dir is removed"
+    );
 }
 
 #[test]
@@ -145,15 +173,31 @@ fn human_output_shows_requests_responses_and_a_summary() {
     let driver = DriverProcess::hostpathplugin("node-1");
     let root = Root::new();
     let secrets = root.path().join("secrets.json");
-    std::fs::write(&secrets, r#"{"NodePublishVolumeSecret":{"password":"hunter2"}}"#).unwrap();
+    std::fs::write(
+        &secrets,
+        r#"{"NodePublishVolumeSecret":{"password":"hunter2"}}"#,
+    )
+    .unwrap();
     let endpoint = driver.endpoint();
     let out = run(&[
-        "lifecycle", "--endpoint", &endpoint, "--root", &root.arg(), "--create", "10Mi",
-        "--secrets", &secrets.display().to_string(), "--attribute", "color=blue",
+        "lifecycle",
+        "--endpoint",
+        &endpoint,
+        "--root",
+        &root.arg(),
+        "--create",
+        "10Mi",
+        "--secrets",
+        &secrets.display().to_string(),
+        "--attribute",
+        "color=blue",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
-    assert!(text.contains("-> NodePublishVolume NodePublishVolumeRequest {"), "{text}");
+    assert!(
+        text.contains("-> NodePublishVolume NodePublishVolumeRequest {"),
+        "{text}"
+    );
     assert!(text.contains("\"password\": \"<redacted>\""), "{text}");
     assert!(!text.contains("hunter2"), "a secret was printed:\n{text}");
     assert!(text.contains("\"color\": \"blue\""), "{text}");
@@ -169,7 +213,14 @@ fn hang_in_stage_is_uncertain_and_cleaned_up() {
     let out = lifecycle(
         &driver,
         &root,
-        &["--create", "10Mi", "--fault", "hang:NodeStageVolume", "--timeout", "1"],
+        &[
+            "--create",
+            "10Mi",
+            "--fault",
+            "hang:NodeStageVolume",
+            "--timeout",
+            "1",
+        ],
     );
     let report = json(&out);
     assert_eq!(out.status.code(), Some(1), "{report}");
@@ -177,7 +228,10 @@ fn hang_in_stage_is_uncertain_and_cleaned_up() {
     let stage = step(&report, "stage");
     assert_eq!(stage["ok"], false);
     assert_eq!(stage["class"], "uncertain");
-    assert!(stage["error"].as_str().unwrap().contains("deadline"), "{stage}");
+    assert!(
+        stage["error"].as_str().unwrap().contains("deadline"),
+        "{stage}"
+    );
     // Uncertain means it may be staged: the clean-up unstages, then deletes the volume.
     assert_eq!(step(&report, "unstage")["ok"], true);
     assert_eq!(step(&report, "delete")["ok"], true);
@@ -191,17 +245,37 @@ fn driver_error_in_publish_is_final_with_its_grpc_code() {
     let out = lifecycle(
         &driver,
         &root,
-        &["--create", "10Mi", "--fault", "error:NodePublishVolume:InvalidArgument:bad target"],
+        &[
+            "--create",
+            "10Mi",
+            "--fault",
+            "error:NodePublishVolume:InvalidArgument:bad target",
+        ],
     );
     let report = json(&out);
     assert_eq!(out.status.code(), Some(1), "{report}");
     let publish = step(&report, "publish");
     assert_eq!(publish["class"], "final");
     assert_eq!(publish["grpcCode"], 3);
-    assert!(publish["error"].as_str().unwrap().contains("bad target"), "{publish}");
-    let transient = lifecycle(&driver, &root, &["--create", "10Mi", "--fault", "error:NodeStageVolume:Unavailable"]);
+    assert!(
+        publish["error"].as_str().unwrap().contains("bad target"),
+        "{publish}"
+    );
+    let transient = lifecycle(
+        &driver,
+        &root,
+        &[
+            "--create",
+            "10Mi",
+            "--fault",
+            "error:NodeStageVolume:Unavailable",
+        ],
+    );
     let stage = step(&json(&transient), "stage").clone();
-    assert_eq!((stage["class"].as_str(), stage["grpcCode"].as_i64()), (Some("uncertain"), Some(14)));
+    assert_eq!(
+        (stage["class"].as_str(), stage["grpcCode"].as_i64()),
+        (Some("uncertain"), Some(14))
+    );
     root.assert_no_mounts();
 }
 
@@ -209,7 +283,11 @@ fn driver_error_in_publish_is_final_with_its_grpc_code() {
 fn driver_killed_mid_publish_is_uncertain_and_leaves_no_mount() {
     let driver = DriverProcess::hostpathplugin("node-1");
     let root = Root::new();
-    let out = lifecycle(&driver, &root, &["--create", "10Mi", "--fault", "kill:NodePublishVolume"]);
+    let out = lifecycle(
+        &driver,
+        &root,
+        &["--create", "10Mi", "--fault", "kill:NodePublishVolume"],
+    );
     let report = json(&out);
     assert_eq!(out.status.code(), Some(1), "{report}");
     let publish = step(&report, "publish");
@@ -217,7 +295,10 @@ fn driver_killed_mid_publish_is_uncertain_and_leaves_no_mount() {
     // The driver is gone, so kcsi's clean-up cannot unpublish; it unmounts the target itself.
     assert_eq!(step(&report, "unpublish")["ok"], false);
     let leftovers = step(&report, "unmount leftovers");
-    assert!(leftovers["error"].as_str().unwrap().contains("/mount"), "{leftovers}");
+    assert!(
+        leftovers["error"].as_str().unwrap().contains("/mount"),
+        "{leftovers}"
+    );
     root.assert_no_mounts();
 }
 
@@ -228,8 +309,15 @@ fn sigint_mid_lifecycle_cleans_up_and_exits_130() {
     let endpoint = driver.endpoint();
     let mut child = kcsi()
         .args([
-            "lifecycle", "--endpoint", &endpoint, "--root", &root.arg(), "--create", "10Mi",
-            "--fault", "delay:NodePublishVolume:3s",
+            "lifecycle",
+            "--endpoint",
+            &endpoint,
+            "--root",
+            &root.arg(),
+            "--create",
+            "10Mi",
+            "--fault",
+            "delay:NodePublishVolume:3s",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -251,15 +339,26 @@ fn sigint_mid_lifecycle_cleans_up_and_exits_130() {
     let status = child.wait().unwrap();
     let text = rest.join("\n");
     assert_eq!(status.code(), Some(130), "{text}");
-    assert!(text.contains("FAIL publish") && text.contains("interrupted"), "{text}");
-    assert!(text.contains("PASS unpublish") && text.contains("PASS unstage") && text.contains("PASS delete"), "{text}");
+    assert!(
+        text.contains("FAIL publish") && text.contains("interrupted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("PASS unpublish")
+            && text.contains("PASS unstage")
+            && text.contains("PASS delete"),
+        "{text}"
+    );
     root.assert_no_mounts();
 }
 
 /// A volume made on the driver with CreateVolume, for the single-step commands.
 fn create_volume(driver: &DriverProcess, name: &str, block: bool) -> String {
     use kcsi::csi::proto::csi;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let socket = driver.socket.clone();
     rt.block_on(async move {
         let channel = tonic::transport::Endpoint::from_static("http://localhost")
@@ -280,7 +379,10 @@ fn create_volume(driver: &DriverProcess, name: &str, block: bool) -> String {
         };
         let req = csi::CreateVolumeRequest {
             name: name.into(),
-            capacity_range: Some(csi::CapacityRange { required_bytes: 8 << 20, limit_bytes: 0 }),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: 8 << 20,
+                limit_bytes: 0,
+            }),
             volume_capabilities: vec![csi::VolumeCapability {
                 access_mode: Some(csi::volume_capability::AccessMode { mode: 1 }),
                 access_type: Some(access_type),
@@ -303,16 +405,33 @@ fn single_steps_keep_their_state_on_disk_between_invocations() {
     let driver = DriverProcess::hostpathplugin("node-1");
     let root = Root::new();
     for block in [false, true] {
-        let handle = create_volume(&driver, if block { "single-block" } else { "single-fs" }, block);
+        let handle = create_volume(
+            &driver,
+            if block { "single-block" } else { "single-fs" },
+            block,
+        );
         let endpoint = driver.endpoint();
-        let base = ["--endpoint", endpoint.as_str(), "--root", &root.arg(), "--volume-handle", &handle, "--json"];
+        let base = [
+            "--endpoint",
+            endpoint.as_str(),
+            "--root",
+            &root.arg(),
+            "--volume-handle",
+            &handle,
+            "--json",
+        ];
         let with = |cmd: &str, extra: &[&str]| {
             let mut a = vec![cmd];
             a.extend(base);
             a.extend(extra);
             let out = run(&a);
             let report = json(&out);
-            assert_eq!(out.status.code(), Some(0), "{cmd}: {report}\n{}", stderr(&out));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{cmd}: {report}\n{}",
+                stderr(&out)
+            );
             report
         };
         let mode: &[&str] = if block { &["--block"] } else { &[] };
@@ -321,7 +440,10 @@ fn single_steps_keep_their_state_on_disk_between_invocations() {
 
         let list = run(&["list", "--root", &root.arg(), "--json"]);
         let volumes = json(&list)["volumes"].as_array().unwrap().clone();
-        let kinds: Vec<&str> = volumes.iter().map(|v| v["kind"].as_str().unwrap()).collect();
+        let kinds: Vec<&str> = volumes
+            .iter()
+            .map(|v| v["kind"].as_str().unwrap())
+            .collect();
         if block {
             assert_eq!(kinds, ["block"], "{volumes:?}");
         } else {
@@ -351,17 +473,35 @@ fn fault_proxy_subcommand_stands_in_front_of_a_real_driver() {
     let listen = root.path().join("proxy.sock");
     let mut proxy = kcsi()
         .args([
-            "fault-proxy", "--listen", &listen.display().to_string(), "--upstream", &driver.endpoint(),
-            "--fault", "error:NodeGetInfo:ResourceExhausted:busy",
+            "fault-proxy",
+            "--listen",
+            &listen.display().to_string(),
+            "--upstream",
+            &driver.endpoint(),
+            "--fault",
+            "error:NodeGetInfo:ResourceExhausted:busy",
         ])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     common::wait_for("proxy socket", Duration::from_secs(10), || listen.exists());
-    let out = run(&["lifecycle", "--endpoint", &listen.display().to_string(), "--root", &root.arg(), "--volume-handle", "v", "--json"]);
+    let out = run(&[
+        "lifecycle",
+        "--endpoint",
+        &listen.display().to_string(),
+        "--root",
+        &root.arg(),
+        "--volume-handle",
+        "v",
+        "--json",
+    ]);
     let report = json(&out);
     let register = step(&report, "register");
-    assert_eq!((register["ok"].as_bool(), register["grpcCode"].as_i64()), (Some(false), Some(8)), "{report}");
+    assert_eq!(
+        (register["ok"].as_bool(), register["grpcCode"].as_i64()),
+        (Some(false), Some(8)),
+        "{report}"
+    );
     unsafe { libc::kill(proxy.id() as i32, libc::SIGTERM) };
     assert!(proxy.wait().unwrap().success());
     root.assert_no_mounts();
@@ -373,7 +513,10 @@ fn assert_one_line_error(out: &Output, code: i32, needle: &str) {
     assert_eq!(out.status.code(), Some(code), "stderr: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line, got:\n{err}");
     assert!(err.starts_with("kcsi: ") && err.contains(needle), "{err}");
-    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -381,14 +524,54 @@ fn bad_input_gets_one_line_and_a_nonzero_exit() {
     let root = Root::new();
     let r = root.arg();
     assert_one_line_error(&run(&["lifecycle", "--bogus"]), 2, "--bogus");
-    assert_one_line_error(&run(&["lifecycle", "--endpoint", "/x"]), 2, "--volume-handle");
-    assert_one_line_error(&run(&["lifecycle", "--endpoint", "/x", "--volume-handle", "v", "--fault", "hang:Nope"]), 2, "names no CSI method");
+    assert_one_line_error(
+        &run(&["lifecycle", "--endpoint", "/x"]),
+        2,
+        "--volume-handle",
+    );
+    assert_one_line_error(
+        &run(&[
+            "lifecycle",
+            "--endpoint",
+            "/x",
+            "--volume-handle",
+            "v",
+            "--fault",
+            "hang:Nope",
+        ]),
+        2,
+        "names no CSI method",
+    );
     let file = root.path().join("plain-file");
     std::fs::write(&file, "x").unwrap();
     let f = file.display().to_string();
-    assert_one_line_error(&run(&["lifecycle", "--endpoint", &f, "--volume-handle", "v"]), 2, "not a Unix socket");
-    assert_one_line_error(&run(&["lifecycle", "--endpoint", "/no/such.sock", "--volume-handle", "v"]), 2, "No such file");
-    assert_one_line_error(&run(&["lifecycle", "--endpoint", "relative.sock", "--volume-handle", "v"]), 2, "absolute");
+    assert_one_line_error(
+        &run(&["lifecycle", "--endpoint", &f, "--volume-handle", "v"]),
+        2,
+        "not a Unix socket",
+    );
+    assert_one_line_error(
+        &run(&[
+            "lifecycle",
+            "--endpoint",
+            "/no/such.sock",
+            "--volume-handle",
+            "v",
+        ]),
+        2,
+        "No such file",
+    );
+    assert_one_line_error(
+        &run(&[
+            "lifecycle",
+            "--endpoint",
+            "relative.sock",
+            "--volume-handle",
+            "v",
+        ]),
+        2,
+        "absolute",
+    );
 
     // A socket that speaks no gRPC, and one that never answers.
     let garbage = root.path().join("garbage.sock");
@@ -406,17 +589,56 @@ fn bad_input_gets_one_line_and_a_nonzero_exit() {
         std::thread::sleep(Duration::from_secs(30));
         drop(held);
     });
-    let out = run(&["lifecycle", "--endpoint", &garbage.display().to_string(), "--volume-handle", "v", "--root", &r, "--timeout", "2"]);
+    let out = run(&[
+        "lifecycle",
+        "--endpoint",
+        &garbage.display().to_string(),
+        "--volume-handle",
+        "v",
+        "--root",
+        &r,
+        "--timeout",
+        "2",
+    ]);
     assert_one_line_error(&out, 1, "does not answer as a CSI driver");
-    let out = run(&["lifecycle", "--endpoint", &silent.display().to_string(), "--volume-handle", "v", "--root", &r, "--timeout", "1", "--json"]);
+    let out = run(&[
+        "lifecycle",
+        "--endpoint",
+        &silent.display().to_string(),
+        "--volume-handle",
+        "v",
+        "--root",
+        &r,
+        "--timeout",
+        "1",
+        "--json",
+    ]);
     assert_one_line_error(&out, 1, "does not answer as a CSI driver");
     assert_eq!(json(&out)["ok"], false);
 
     let driver = DriverProcess::hostpathplugin("node-1");
     let missing = root.path().join("missing.json").display().to_string();
-    let out = run(&["lifecycle", "--endpoint", &driver.endpoint(), "--volume-handle", "v", "--secrets", &missing]);
+    let out = run(&[
+        "lifecycle",
+        "--endpoint",
+        &driver.endpoint(),
+        "--volume-handle",
+        "v",
+        "--secrets",
+        &missing,
+    ]);
     assert_one_line_error(&out, 2, "cannot read secrets file");
-    let out = run(&["stage", "--endpoint", &driver.endpoint(), "--volume-handle", "v", "--root", &r, "--driver", "other.csi"]);
+    let out = run(&[
+        "stage",
+        "--endpoint",
+        &driver.endpoint(),
+        "--volume-handle",
+        "v",
+        "--root",
+        &r,
+        "--driver",
+        "other.csi",
+    ]);
     assert_one_line_error(&out, 1, "other.csi");
     root.assert_no_mounts();
 }

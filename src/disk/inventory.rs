@@ -148,7 +148,9 @@ mod tests {
                 },
             ]
         );
-        assert!(found.iter().all(|e| e.data.as_ref().unwrap()["driverName"] == "d"));
+        assert!(found
+            .iter()
+            .all(|e| e.data.as_ref().unwrap()["driverName"] == "d"));
         assert_eq!(found[0].mounted, Some(false));
         fs::remove_dir_all(&root).unwrap();
     }
