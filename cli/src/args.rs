@@ -177,6 +177,10 @@ pub struct ExpandCmd {
     /// The new size, e.g. 20Mi.
     #[arg(long, value_name = "SIZE")]
     pub new_size: String,
+    /// Grow the volume with the Controller service first (ControllerExpandVolume), as the
+    /// external-resizer does.
+    #[arg(long)]
+    pub controller: bool,
 }
 
 #[derive(Args)]

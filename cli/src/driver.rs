@@ -159,3 +159,31 @@ pub async fn delete_volume(
     .await
     .map(drop)
 }
+
+/// ControllerExpandVolume, as the external-resizer calls it before the kubelet's NodeExpand:
+/// the new capacity and whether the node must expand too.
+pub async fn controller_expand(
+    ch: &Channel,
+    volume_id: &str,
+    bytes: i64,
+    secrets: HashMap<String, String>,
+    timeout: Duration,
+) -> Result<(i64, bool)> {
+    let req = csi::ControllerExpandVolumeRequest {
+        volume_id: volume_id.to_string(),
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: bytes,
+            limit_bytes: 0,
+        }),
+        secrets,
+        volume_capability: None,
+    };
+    let mut c = ControllerClient::new(ch.clone());
+    let resp = within(
+        "ControllerExpandVolume",
+        timeout,
+        c.controller_expand_volume(request(req, timeout)),
+    )
+    .await?;
+    Ok((resp.capacity_bytes, resp.node_expansion_required))
+}

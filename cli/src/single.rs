@@ -208,6 +208,23 @@ pub async fn expand(cmd: ExpandCmd) -> Result<i32, UsageError> {
         new_size: cmd.new_size.clone(),
         old_size: None,
     };
+    if cmd.controller {
+        let bytes = kcsi::volume::quantity::parse_bytes(&cmd.new_size)
+            .map_err(|e| UsageError(format!("--new-size: {}", e.message())))?;
+        let secrets = node::secrets_file(&c.volume)?.controller_expand_volume_secret;
+        let (ch, timeout, id) = (r.s.channel.clone(), r.s.timeout, v.handle.clone());
+        let grown =
+            r.s.step("controller expand", async move {
+                let (size, node) =
+                    crate::driver::controller_expand(&ch, &id, bytes, secrets, timeout).await?;
+                let note = format!("capacity {size} B, node expansion required: {node}");
+                Ok(Done::Value((), Some(note)))
+            })
+            .await;
+        if grown.is_err() {
+            return Ok(finish(r));
+        }
+    }
     let host = &r.host;
     let _ =
         r.s.step("expand", async {

@@ -458,6 +458,10 @@ fn single_steps_keep_their_state_on_disk_between_invocations() {
             "{rebuilt}"
         );
         with("stats", &[]);
+        let mut grow = vec!["--new-size", "16Mi", "--controller"];
+        grow.extend(mode);
+        let grown = with("expand", &grow);
+        assert_eq!(step(&grown, "controller expand")["ok"], true, "{grown}");
         with("unpublish", &[]);
         with("unstage", &[]);
         root.assert_no_mounts();
