@@ -128,6 +128,14 @@ impl Session {
         // The proxy reports a call before it answers it; what is queued belongs to this step.
         tokio::task::yield_now().await;
         self.drain(&mut rpcs);
+        if !matches!(result, Some(Ok(_))) {
+            // A call the caller gave up on is reported once the proxy sees the cancel.
+            while let Ok(Some(e)) =
+                tokio::time::timeout(Duration::from_millis(50), self.events.recv()).await
+            {
+                rpcs.extend(self.report.event(&e));
+            }
+        }
         match result {
             None => {
                 self.interrupted = true;

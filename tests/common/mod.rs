@@ -185,6 +185,26 @@ impl Drop for DriverProcess {
             let _ = c.wait();
         }
         unmount_below(self.dir.path());
+        detach_loops_below(self.dir.path());
+    }
+}
+
+/// Detaches the loop devices backed by files at or below `dir` (a driver's block volumes that
+/// were never deleted).
+pub fn detach_loops_below(dir: &Path) {
+    let Ok(out) = Command::new("losetup")
+        .args(["--list", "--noheadings", "--output", "NAME,BACK-FILE"])
+        .output()
+    else {
+        return;
+    };
+    let prefix = format!("{}/", dir.display());
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some((dev, file)) = line.trim().split_once(char::is_whitespace) {
+            if file.trim().starts_with(&prefix) {
+                let _ = Command::new("losetup").arg("-d").arg(dev).status();
+            }
+        }
     }
 }
 
