@@ -3,6 +3,7 @@
 # outside git (~/.cache/kcsi-tools, ~/.cache/kcsi-peers) and reused afterwards.
 
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
@@ -13,9 +14,11 @@ TOOLS = $(shell scripts/tools.sh)
 
 all: build
 
-## build: the shared and static library, with SONAME libkcsi.so.1 and its dev symlinks.
+## build: the shared and static library, with SONAME libkcsi.so.1 and its dev symlinks, and the
+## `kcsi` command line (target/release/kcsi).
 build:
 	cargo build --release --lib
+	cargo build --release -p kcsi-cli --bin kcsi
 	cd $(RELEASE) && ln -sf libkcsi.so libkcsi.so.1
 
 ## header: regenerate include/kcsi.h (and the dlopen types it declares) from src/ffi with the pinned cbindgen.
@@ -50,7 +53,7 @@ test:
 ## lint: formatting and clippy, as CI runs them.
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets -- -D warnings
 
 ## test-rust, test-python, test-c, test-go: one suite each, the same commands scripts/test.sh runs.
 test-rust: peers
@@ -74,9 +77,10 @@ bench: build peers
 fuzz:
 	scripts/fuzz.sh
 
-## install: libkcsi.so.1 (+ symlinks), libkcsi.a, kcsi.h and kcsi.pc under PREFIX.
+## install: libkcsi.so.1 (+ symlinks), libkcsi.a, kcsi.h, kcsi.pc and the kcsi command under PREFIX.
 install: build
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
+	install -m 0755 $(RELEASE)/kcsi $(DESTDIR)$(BINDIR)/kcsi
 	install -m 0755 $(RELEASE)/libkcsi.so $(DESTDIR)$(LIBDIR)/libkcsi.so.$(VERSION)
 	ln -sf libkcsi.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libkcsi.so.1
 	ln -sf libkcsi.so.1 $(DESTDIR)$(LIBDIR)/libkcsi.so

@@ -558,7 +558,8 @@ kcsi_result kcsi_attacher_new(kcsi_host *h, kcsi_attacher **out, kcsi_error **er
 // Checks once that the volume's VolumeAttachment (`csi-<sha256(handle+driver+node)>`) is
 // attached, and writes its name to `*device_path_out` (caller frees it with
 // `kcsi_string_free`). Not attached yet or unreadable: transient; attach error (its message
-// verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout.
+// verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout. A plain spec with
+// a `publishContext` counts as attached without a read.
 kcsi_result kcsi_attacher_wait_for_attach(kcsi_attacher *a,
                                           const char *spec_json,
                                           int64_t timeout_ms,
@@ -631,11 +632,22 @@ kcsi_result kcsi_unmount_device_by_handle(kcsi_host *h,
                                           const char *volume_handle,
                                           kcsi_error **err_out);
 
-// Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or
-// `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does
+// Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}`,
+// `{"volume": <Volume>}`, or the plain form below) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does
 // no I/O and needs no registered driver. Unsafe pod UIDs or volume names are
 // `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with
 // `kcsi_mounter_free`; on error it is unchanged.
+//
+// Plain form, for hosts without Kubernetes objects (every call that takes `spec_json` accepts
+// it): `{"csi": {"driver", "volumeHandle", "specName", "volumeAttributes": {..},
+// "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"|"Block", "fsType",
+// "mountOptions": [..], "readOnly": bool, "nodeStageSecrets"/"nodePublishSecrets"/
+// "nodeExpandSecrets": {..} or "secretsFile": "/abs/path.json", "publishContext": {..}},
+// "readOnly": bool}`. It acts as the PersistentVolume named `specName` with that CSI source
+// (same paths, same `vol_data.json`). The secrets file uses csi-sanity's keys
+// (`{"NodeStageVolumeSecret": {..}, "NodePublishVolumeSecret": {..}, ...}`) and is read at
+// each operation (unreadable: transient). `publishContext` stands in for the
+// VolumeAttachment when the CSIDriver requires attach.
 kcsi_result kcsi_mounter_new(kcsi_host *h,
                              const char *spec_json,
                              const char *pod_json,
@@ -692,7 +704,7 @@ kcsi_result kcsi_unmounter_tear_down(kcsi_unmounter *u, kcsi_error **err_out);
 // Frees an unmounter. Calling with NULL is fine.
 void kcsi_unmounter_free(kcsi_unmounter *u);
 
-// Creates a block mapper for a `volumeMode: Block` PersistentVolume spec and a pod (core/v1
+// Creates a block mapper for a `volumeMode: Block` PersistentVolume (or plain) spec and a pod (core/v1
 // Pod JSON with `metadata.uid`), and writes
 // `<rootDir>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json`. On success
 // `*out` receives a handle the caller frees with `kcsi_block_mapper_free`.

@@ -5,4 +5,4 @@
 # KCSI_TEST_THREADS (default 4) sets the test threads per binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo test "$@" -- --test-threads="${KCSI_TEST_THREADS:-4}"
+exec cargo test --workspace "$@" -- --test-threads="${KCSI_TEST_THREADS:-4}"

@@ -24,7 +24,7 @@ scripts/tools.sh >/dev/null || { echo "tool installation failed" >&2; exit 1; }
 scripts/peers/build.sh || { echo "building the real peers failed" >&2; exit 1; }
 
 run fmt cargo fmt --all -- --check
-run clippy cargo clippy --all-targets -- -D warnings
+run clippy cargo clippy --workspace --all-targets -- -D warnings
 run header make --no-print-directory check-header
 run layers scripts/check-layers.sh
 run rust scripts/test-rust.sh

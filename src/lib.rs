@@ -11,7 +11,7 @@
 //! - [`disk`]: the kubelet's on-disk layout and `vol_data.json`; the only place that composes
 //!   kubelet paths.
 //! - The shared vocabulary at the top: [`error`], [`config`], [`host`], [`runtime`],
-//!   [`logging`], [`spec`], [`telemetry`] (the host's metrics registry).
+//!   [`logging`], [`spec`] (with [`plain_spec`]), [`telemetry`] (the host's metrics registry).
 
 /// Upstream's message form for the CSI plugin, `kubernetes.io/csi: <msg>`
 /// (`pkg/volume/csi/csi_util.go log`): `csi_log!("mounter.SetUpAt failed [{}]", dir)`.
@@ -30,6 +30,7 @@ mod goquote;
 pub mod host;
 pub mod kube;
 pub mod logging;
+pub mod plain_spec;
 pub mod runtime;
 pub mod spec;
 pub mod telemetry;

@@ -1,5 +1,6 @@
 //! The volume spec a host hands kcsi (upstream `volume.Spec`): a PersistentVolume with a read-only
-//! flag, or a pod's inline Volume; and the CSI source extraction rules built on it.
+//! flag, a pod's inline Volume, or a plain CSI description ([`crate::plain_spec`]) that becomes
+//! the equivalent PV; and the CSI source extraction rules built on it.
 
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, CSIVolumeSource, PersistentVolume, Volume,
@@ -9,20 +10,66 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::plain_spec::{PlainExtras, PlainSpec};
 
-/// `{"persistentVolume": <PV>, "readOnly": bool}` or `{"volume": <Volume>}`.
+/// `{"persistentVolume": <PV>, "readOnly": bool}`, `{"volume": <Volume>}` or
+/// `{"csi": <plain spec>, "readOnly": bool}`.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(try_from = "RawVolumeSpec")]
 pub struct VolumeSpec {
-    #[serde(default)]
     pub persistent_volume: Option<PersistentVolume>,
-    #[serde(default)]
     pub volume: Option<Volume>,
-    #[serde(default)]
     pub read_only: bool,
     /// Set by the kubelet for in-tree volumes migrated to CSI; only labels metrics upstream.
-    #[serde(default)]
     pub migrated: bool,
+    /// Secrets and publish context of a plain spec (then `persistent_volume` is its PV).
+    pub plain: Option<PlainExtras>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawVolumeSpec {
+    #[serde(default)]
+    persistent_volume: Option<PersistentVolume>,
+    #[serde(default)]
+    volume: Option<Volume>,
+    #[serde(default)]
+    csi: Option<PlainSpec>,
+    #[serde(default)]
+    read_only: bool,
+    #[serde(default)]
+    migrated: bool,
+}
+
+/// The message for a spec with a plain `csi` description and another source.
+const PLAIN_AND_OTHER: &str =
+    "volume.Spec has a \"csi\" description and a volume or persistent volume source";
+
+impl TryFrom<RawVolumeSpec> for VolumeSpec {
+    type Error = Error;
+
+    fn try_from(raw: RawVolumeSpec) -> Result<VolumeSpec> {
+        let Some(plain) = raw.csi else {
+            return Ok(VolumeSpec {
+                persistent_volume: raw.persistent_volume,
+                volume: raw.volume,
+                read_only: raw.read_only,
+                migrated: raw.migrated,
+                plain: None,
+            });
+        };
+        if raw.persistent_volume.is_some() || raw.volume.is_some() {
+            return Err(Error::invalid(PLAIN_AND_OTHER));
+        }
+        let (pv, read_only, extras) = plain.into_persistent_volume()?;
+        Ok(VolumeSpec {
+            persistent_volume: Some(pv),
+            volume: None,
+            read_only: raw.read_only || read_only,
+            migrated: raw.migrated,
+            plain: Some(extras),
+        })
+    }
 }
 
 /// The CSI source of a spec.
@@ -151,6 +198,8 @@ pub struct SpecHead<'a> {
     persistent_volume: Option<PvHead<'a>>,
     #[serde(borrow, default)]
     volume: Option<InlineHead<'a>>,
+    #[serde(borrow, default)]
+    csi: Option<CsiHead<'a>>,
     #[serde(default, rename = "readOnly")]
     _read_only: bool,
     #[serde(default, rename = "migrated")]
@@ -199,6 +248,15 @@ pub enum SourceHead<'s> {
 impl SpecHead<'_> {
     /// `getSourceFromSpec`, with the same rules and messages as [`VolumeSpec::source`].
     pub fn source(&self) -> Result<SourceHead<'_>> {
+        if let Some(csi) = &self.csi {
+            if self.volume.is_some() || self.persistent_volume.is_some() {
+                return Err(Error::invalid(PLAIN_AND_OTHER));
+            }
+            return Ok(SourceHead::Persistent {
+                driver: &csi.driver,
+                volume_handle: &csi.volume_handle,
+            });
+        }
         if self.volume.is_some() && self.persistent_volume.is_some() {
             return Err(Error::invalid(
                 "volume.Spec has both volume and persistent volume sources",
@@ -230,6 +288,7 @@ impl SpecHead<'_> {
             .and_then(|pv| pv.spec.as_ref())
             .is_some_and(|s| s.csi.is_some())
             || self.volume.as_ref().is_some_and(|v| v.csi.is_some())
+            || self.csi.is_some()
     }
 }
 
@@ -261,5 +320,28 @@ mod tests {
             spec(r#"{"volume":{"name":"v","csi":{"driver":"d"}},"persistentVolume":{"spec":{}}}"#);
         assert!(both.source().unwrap_err().message().contains("both"));
         assert!(serde_json::from_str::<VolumeSpec>(r#"{"volumes":{}}"#).is_err());
+    }
+
+    #[test]
+    fn plain_spec_is_a_persistent_source_alone() {
+        let plain = r#"{"csi":{"driver":"d","volumeHandle":"h","specName":"s"}}"#;
+        let spec = spec(plain);
+        assert_eq!(spec.name(), "s");
+        assert_eq!(spec.persistent_source().unwrap().volume_handle, "h");
+        assert!(spec.plain.is_some());
+        let head: SpecHead = serde_json::from_str(plain).unwrap();
+        assert!(matches!(
+            head.source().unwrap(),
+            SourceHead::Persistent {
+                driver: "d",
+                volume_handle: "h"
+            }
+        ));
+        let both =
+            r#"{"csi":{"driver":"d","volumeHandle":"h","specName":"s"},"volume":{"name":"v"}}"#;
+        let err = serde_json::from_str::<VolumeSpec>(both).unwrap_err();
+        assert!(err.to_string().contains("\"csi\""), "{err}");
+        let head: SpecHead = serde_json::from_str(both).unwrap();
+        assert!(head.source().is_err());
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod beneath;
 pub mod device_mounts;
+pub mod inventory;
 pub mod paths;
 pub mod volume_data;
 pub mod volume_lock;

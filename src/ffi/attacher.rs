@@ -38,7 +38,8 @@ pub extern "C" fn kcsi_attacher_new(
 /// Checks once that the volume's VolumeAttachment (`csi-<sha256(handle+driver+node)>`) is
 /// attached, and writes its name to `*device_path_out` (caller frees it with
 /// `kcsi_string_free`). Not attached yet or unreadable: transient; attach error (its message
-/// verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout.
+/// verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout. A plain spec with
+/// a `publishContext` counts as attached without a read.
 #[no_mangle]
 pub extern "C" fn kcsi_attacher_wait_for_attach(
     a: *mut kcsi_attacher,

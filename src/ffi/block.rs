@@ -26,7 +26,7 @@ impl_handle!(kcsi_block_mapper, "block mapper", Child<BlockMapper>);
 pub struct kcsi_block_unmapper(Arc<Child<BlockUnmapper>>);
 impl_handle!(kcsi_block_unmapper, "block unmapper", Child<BlockUnmapper>);
 
-/// Creates a block mapper for a `volumeMode: Block` PersistentVolume spec and a pod (core/v1
+/// Creates a block mapper for a `volumeMode: Block` PersistentVolume (or plain) spec and a pod (core/v1
 /// Pod JSON with `metadata.uid`), and writes
 /// `<rootDir>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json`. On success
 /// `*out` receives a handle the caller frees with `kcsi_block_mapper_free`.

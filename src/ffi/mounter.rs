@@ -25,11 +25,22 @@ impl_handle!(kcsi_mounter, "mounter", Child<Mounter>);
 pub struct kcsi_unmounter(Arc<Child<Unmounter>>);
 impl_handle!(kcsi_unmounter, "unmounter", Child<Unmounter>);
 
-/// Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or
-/// `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does
+/// Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}`,
+/// `{"volume": <Volume>}`, or the plain form below) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does
 /// no I/O and needs no registered driver. Unsafe pod UIDs or volume names are
 /// `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with
 /// `kcsi_mounter_free`; on error it is unchanged.
+///
+/// Plain form, for hosts without Kubernetes objects (every call that takes `spec_json` accepts
+/// it): `{"csi": {"driver", "volumeHandle", "specName", "volumeAttributes": {..},
+/// "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"|"Block", "fsType",
+/// "mountOptions": [..], "readOnly": bool, "nodeStageSecrets"/"nodePublishSecrets"/
+/// "nodeExpandSecrets": {..} or "secretsFile": "/abs/path.json", "publishContext": {..}},
+/// "readOnly": bool}`. It acts as the PersistentVolume named `specName` with that CSI source
+/// (same paths, same `vol_data.json`). The secrets file uses csi-sanity's keys
+/// (`{"NodeStageVolumeSecret": {..}, "NodePublishVolumeSecret": {..}, ...}`) and is read at
+/// each operation (unreadable: transient). `publishContext` stands in for the
+/// VolumeAttachment when the CSIDriver requires attach.
 #[no_mangle]
 pub extern "C" fn kcsi_mounter_new(
     h: *mut kcsi_host,

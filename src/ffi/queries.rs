@@ -1,5 +1,5 @@
-//! Plugin query exports. `spec_json` is `{"persistentVolume": <PV>, "readOnly": bool}` or
-//! `{"volume": <Volume>}`.
+//! Plugin query exports. `spec_json` is `{"persistentVolume": <PV>, "readOnly": bool},
+//! `{"volume": <Volume>}` or the plain `{"csi": {..}}` form (see `kcsi_mounter_new`).
 
 use std::ffi::c_char;
 

@@ -35,14 +35,23 @@ pub struct MountDeviceArgs {
 /// Like upstream since kubernetes/kubernetes#124398 this reads once and does not poll: the
 /// kubelet's volume manager already retries WaitForAttach with backoff, and polling here would
 /// hold a kubelet worker for the whole timeout while the external attacher is slow. The
-/// timeout bounds that one read. Classes (upstream's errors are untyped, so the operation
-/// executor retries them all alike): a failed GET and "not attached yet" are transient — they
-/// change on their own; an attach error and an attachment being deleted are final.
+/// timeout bounds that one read; a plain spec with a publish context needs no read. Classes
+/// (upstream's errors are untyped, so the operation executor retries them all alike): a failed
+/// GET and "not attached yet" are transient — they change on their own; an attach error and an
+/// attachment being deleted are final.
 pub async fn wait_for_attach(host: &Host, spec: &VolumeSpec, timeout: Duration) -> Result<String> {
     let src = spec
         .persistent_source()
         .map_err(|e| e.context(csi_log!("attacher.WaitForAttach failed")))?;
     let name = attachment_name(&src.volume_handle, &src.driver, &host.config.node_name);
+    if spec
+        .plain
+        .as_ref()
+        .is_some_and(|p| p.publish_context.is_some())
+    {
+        // A plain spec's publish context stands in for an attached VolumeAttachment.
+        return Ok(name);
+    }
     let volume = &src.volume_handle;
     let va = match tokio::time::timeout(timeout, host.volume_attachment(&name)).await {
         Ok(Ok(va)) => va,
@@ -161,12 +170,16 @@ pub async fn mount_device(
     .migrated(spec.migrated);
     let caps = op.capabilities().await?;
     let publish_context = op
-        .publish_context(&src.volume_handle)
+        .publish_context(spec, &src.volume_handle)
         .await?
         .unwrap_or_default();
     let secrets = if caps.stage_unstage {
-        op.secrets("NodeStageSecretRef", src.node_stage_secret_ref.as_ref())
-            .await?
+        op.secrets(
+            spec,
+            "NodeStageSecretRef",
+            src.node_stage_secret_ref.as_ref(),
+        )
+        .await?
     } else {
         HashMap::new()
     };

@@ -178,7 +178,7 @@ impl BlockMapper {
         )?
         .migrated(self.spec.migrated);
         let publish_context = op
-            .publish_context(&self.volume_handle)
+            .publish_context(&self.spec, &self.volume_handle)
             .await?
             .unwrap_or_default();
         let caps = op.capabilities().await?;
@@ -197,7 +197,11 @@ impl BlockMapper {
             return Ok(None);
         }
         let secrets = op
-            .secrets("NodeStageSecretRef", src.node_stage_secret_ref.as_ref())
+            .secrets(
+                &self.spec,
+                "NodeStageSecretRef",
+                src.node_stage_secret_ref.as_ref(),
+            )
             .await?;
         let staging = &self.paths.staging_path;
         let fs = host.layout.beneath()?;
@@ -266,7 +270,11 @@ impl BlockMapper {
             ));
         }
         let secrets = op
-            .secrets("NodePublishSecretRef", src.node_publish_secret_ref.as_ref())
+            .secrets(
+                &self.spec,
+                "NodePublishSecretRef",
+                src.node_publish_secret_ref.as_ref(),
+            )
             .await?;
         let req = csi::NodePublishVolumeRequest {
             volume_id: self.volume_handle.clone(),

@@ -74,7 +74,11 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
         ));
     }
     let secrets = op
-        .secrets("NodeExpandSecretRef", src.node_expand_secret_ref.as_ref())
+        .secrets(
+            &opts.spec,
+            "NodeExpandSecretRef",
+            src.node_expand_secret_ref.as_ref(),
+        )
         .await?;
     let (volume_path, fs_type) = if opts.spec.is_block() {
         (opts.device_path.clone(), FS_TYPE_BLOCK.to_string())

@@ -157,7 +157,7 @@ impl Mounter {
         volume_data::make_dirs(&fs, dir).map_err(|e| e.prefix(csi_log!("mounter.SetUpAt ")))?;
         fs.check_no_symlink(&self.path, &csi_log!("mounter.SetUpAt"))?;
         let mut secrets = op
-            .secrets("NodePublishSecretRef", p.secret_ref.as_ref())
+            .secrets(&self.spec, "NodePublishSecretRef", p.secret_ref.as_ref())
             .await?;
         if facts.pod_info_on_mount {
             p.attributes
@@ -310,9 +310,12 @@ impl Mounter {
                 } else {
                     None
                 };
-                let publish_context = op.publish_context(&s.volume_handle).await.map_err(|e| {
-                    e.context(csi_log!("mounter.SetUpAt failed to fetch publishContext"))
-                })?;
+                let publish_context = op
+                    .publish_context(&self.spec, &s.volume_handle)
+                    .await
+                    .map_err(|e| {
+                        e.context(csi_log!("mounter.SetUpAt failed to fetch publishContext"))
+                    })?;
                 Publication {
                     fs_type: s.fs_type.clone().unwrap_or_default(),
                     attributes: s

@@ -15,7 +15,8 @@ use crate::csi::driver_store::Driver;
 use crate::disk::paths::attachment_name;
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::spec::LifecycleMode;
+use crate::plain_spec::SecretKind;
+use crate::spec::{LifecycleMode, VolumeSpec};
 
 pub struct Operation<'h> {
     pub host: &'h Host,
@@ -63,9 +64,11 @@ impl<'h> Operation<'h> {
     }
 
     /// The VolumeAttachment's `attachmentMetadata` (upstream `getPublishContext`): `None` when
-    /// the driver needs no attach; a missing or unreadable attachment is transient.
+    /// the driver needs no attach; a missing or unreadable attachment is transient. A plain
+    /// spec's `publishContext` stands in for the attachment.
     pub async fn publish_context(
         &self,
+        spec: &VolumeSpec,
         volume_handle: &str,
     ) -> Result<Option<HashMap<String, String>>> {
         let facts = self
@@ -74,6 +77,9 @@ impl<'h> Operation<'h> {
             .map_err(Error::transient)?;
         if !facts.attach_required {
             return Ok(None);
+        }
+        if let Some(context) = spec.plain.as_ref().and_then(|p| p.publish_context.as_ref()) {
+            return Ok(Some(context.clone()));
         }
         let name = attachment_name(
             volume_handle,
@@ -108,12 +114,21 @@ impl<'h> Operation<'h> {
     }
 
     /// The Secret a `*SecretRef` names, values as strings; any failure is transient
-    /// (`what` names the ref, e.g. "NodePublishSecretRef").
+    /// (`what` names the ref, e.g. "NodePublishSecretRef"). A plain spec brings its own.
     pub async fn secrets(
         &self,
+        spec: &VolumeSpec,
         what: &str,
         secret_ref: Option<&SecretReference>,
     ) -> Result<HashMap<String, String>> {
+        if let Some(plain) = &spec.plain {
+            let kind = SecretKind::from_secret_ref_field(what)
+                .ok_or_else(|| Error::internal(format!("no secrets kind for {what}")))?;
+            return plain
+                .secrets
+                .get(kind)
+                .map_err(|e| e.context(format!("reading the secrets for {what} failed")));
+        }
         let Some(r) = secret_ref else {
             return Ok(HashMap::new());
         };

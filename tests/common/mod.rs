@@ -18,8 +18,14 @@ pub use driver::{block_capability, mount_capability, DriverProcess};
 /// The driver name the hostpath driver (and the fault driver) serve in these tests.
 pub const DRIVER: &str = "hostpath.csi.k8s.io";
 
+/// The repository root (these helpers are shared by the workspace's crates).
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|d| d.join("scripts/peers/path.sh").exists())
+        .unwrap_or(&manifest)
+        .to_path_buf()
 }
 
 /// Path of a built peer binary (scripts/peers/path.sh); panics with the build command when

@@ -9,7 +9,7 @@ class _AttacherMethods:
     __slots__ = ()
 
     def wait_for_attach(self, spec_json, timeout_ms):
-        "kcsi_attacher_wait_for_attach: Checks once that the volume's VolumeAttachment (`csi-<sha256(handle+driver+node)>`) is attached, and writes its name to `*device_path_out` (caller frees it with `kcsi_string_free`). Not attached yet or unreadable: transient; attach error (its message verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout."
+        "kcsi_attacher_wait_for_attach: Checks once that the volume's VolumeAttachment (`csi-<sha256(handle+driver+node)>`) is attached, and writes its name to `*device_path_out` (caller frees it with `kcsi_string_free`). Not attached yet or unreadable: transient; attach error (its message verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout. A plain spec with a `publishContext` counts as attached without a read."
         return self._invoke('kcsi_attacher_wait_for_attach', (spec_json, timeout_ms))
 
     def device_mount_path(self, spec_json):
@@ -125,7 +125,7 @@ class _HostMethods:
         return self._invoke('kcsi_unmount_device_by_handle', (driver, volume_handle))
 
     def mounter_new(self, spec_json, pod_json):
-        'kcsi_mounter_new: Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}` or `{"volume": <Volume>}`) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does no I/O and needs no registered driver. Unsafe pod UIDs or volume names are `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with `kcsi_mounter_free`; on error it is unchanged.'
+        'kcsi_mounter_new: Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}`, `{"volume": <Volume>}`, or the plain form below) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does no I/O and needs no registered driver. Unsafe pod UIDs or volume names are `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with `kcsi_mounter_free`; on error it is unchanged.  Plain form, for hosts without Kubernetes objects (every call that takes `spec_json` accepts it): `{"csi": {"driver", "volumeHandle", "specName", "volumeAttributes": {..}, "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"|"Block", "fsType", "mountOptions": [..], "readOnly": bool, "nodeStageSecrets"/"nodePublishSecrets"/ "nodeExpandSecrets": {..} or "secretsFile": "/abs/path.json", "publishContext": {..}}, "readOnly": bool}`. It acts as the PersistentVolume named `specName` with that CSI source (same paths, same `vol_data.json`). The secrets file uses csi-sanity\'s keys (`{"NodeStageVolumeSecret": {..}, "NodePublishVolumeSecret": {..}, ...}`) and is read at each operation (unreadable: transient). `publishContext` stands in for the VolumeAttachment when the CSIDriver requires attach.'
         return self._invoke('kcsi_mounter_new', (spec_json, pod_json))
 
     def unmounter_new(self, spec_name, pod_uid):
@@ -133,7 +133,7 @@ class _HostMethods:
         return self._invoke('kcsi_unmounter_new', (spec_name, pod_uid))
 
     def block_mapper_new(self, spec_json, pod_json):
-        'kcsi_block_mapper_new: Creates a block mapper for a `volumeMode: Block` PersistentVolume spec and a pod (core/v1 Pod JSON with `metadata.uid`), and writes `<rootDir>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json`. On success `*out` receives a handle the caller frees with `kcsi_block_mapper_free`.'
+        'kcsi_block_mapper_new: Creates a block mapper for a `volumeMode: Block` PersistentVolume (or plain) spec and a pod (core/v1 Pod JSON with `metadata.uid`), and writes `<rootDir>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json`. On success `*out` receives a handle the caller frees with `kcsi_block_mapper_free`.'
         return self._invoke('kcsi_block_mapper_new', (spec_json, pod_json))
 
     def block_unmapper_new(self, spec_name, pod_uid):
