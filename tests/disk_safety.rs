@@ -184,7 +184,7 @@ fn interrupted_teardown_and_unmount_device_can_be_retried_to_the_end() {
     assert!(!pod_dir.exists());
     // Nothing at all is still NOT_FOUND, as upstream.
     assert_eq!(
-        env.host.tear_down("pv-int", UID).unwrap_err().code,
+        env.host.tear_down("pv-int", UID).unwrap_err().result,
         KCSI_ERR_NOT_FOUND
     );
 
@@ -342,7 +342,7 @@ fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
         env.restart_host();
         match env.host.tear_down("pv-kill", UID) {
             Ok(()) => {}
-            Err(e) if e.code == KCSI_ERR_NOT_FOUND && !pod_dir.exists() => {}
+            Err(e) if e.result == KCSI_ERR_NOT_FOUND && !pod_dir.exists() => {}
             Err(e) => panic!("kill {i}: teardown failed: {e:?}"),
         }
         env.host
@@ -466,8 +466,8 @@ fn explained(op: usize, e: &CErr) -> bool {
         // hostpath: "volume ... is still published".
         1 => e.grpc == 13 && e.message.contains("still published"),
         3 => {
-            e.code == KCSI_ERR_NOT_FOUND
-                || (e.code == KCSI_ERR_FAILED_PRECONDITION && e.message.contains("set up again"))
+            e.result == KCSI_ERR_NOT_FOUND
+                || (e.result == KCSI_ERR_FAILED_PRECONDITION && e.message.contains("set up again"))
         }
         _ => false,
     }
@@ -533,7 +533,7 @@ impl Sentinel {
 
 fn assert_refused(case: &str, result: Result<impl std::fmt::Debug, CErr>, link: &Path) {
     let e = result.expect_err(case);
-    assert_eq!(e.code, KCSI_ERR_FAILED_PRECONDITION, "{case}: {e:?}");
+    assert_eq!(e.result, KCSI_ERR_FAILED_PRECONDITION, "{case}: {e:?}");
     assert!(
         e.message
             .contains(&format!("{} is a symlink", link.display())),
@@ -726,7 +726,7 @@ fn device_mounts_are_listed_and_unstaged_by_handle_without_volume_data() {
         .host
         .unmount_device_by_handle(DRIVER, &handle)
         .unwrap_err();
-    assert_eq!(e.code, KCSI_ERR_FAILED_PRECONDITION, "{e:?}");
+    assert_eq!(e.result, KCSI_ERR_FAILED_PRECONDITION, "{e:?}");
     std::fs::remove_file(dmp.parent().unwrap().join("vol_data.json")).unwrap();
     env.host.unmount_device_by_handle(DRIVER, &handle).unwrap();
     assert_eq!(env.driver.volume_paths(&handle), (vec![], vec![]));
@@ -738,13 +738,13 @@ fn device_mounts_are_listed_and_unstaged_by_handle_without_volume_data() {
         .host
         .unmount_device_by_handle("../x", &handle)
         .unwrap_err();
-    assert_eq!(e.code, KCSI_ERR_INVALID_ARGUMENT);
+    assert_eq!(e.result, KCSI_ERR_INVALID_ARGUMENT);
     let e = env
         .host
         .unmount_device_by_handle("not.registered", &handle)
         .unwrap_err();
     assert_eq!(
-        (e.code, e.class),
+        (e.result, e.class),
         (KCSI_ERR_NOT_FOUND, KCSI_CLASS_TRANSIENT),
         "{e:?}"
     );
@@ -752,5 +752,5 @@ fn device_mounts_are_listed_and_unstaged_by_handle_without_volume_data() {
         kcsi::ffi::device_mounts::kcsi_list_device_mounts(env.host.host, std::ptr::null_mut(), err)
     })
     .unwrap_err();
-    assert_eq!(e.code, KCSI_ERR_INVALID_ARGUMENT);
+    assert_eq!(e.result, KCSI_ERR_INVALID_ARGUMENT);
 }

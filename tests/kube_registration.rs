@@ -244,6 +244,10 @@ where
                 }
             }
             written += 1;
+            // A busy writer, not a continuous one: against back-to-back writes on a loaded
+            // machine, upstream's bounded conflict backoff can run out, which is not the lost
+            // update this test looks for.
+            std::thread::sleep(Duration::from_millis(5));
         }
         written
     })

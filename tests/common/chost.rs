@@ -1,7 +1,6 @@
 //! The C API for the disk-safety suite: a host with its attacher as one value, and the calls
 //! that suite makes (device mounts, unmount by handle), each returning `Result<_, CErr>`.
 
-use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
 
@@ -15,46 +14,7 @@ use kcsi::ffi::registration::kcsi_register_plugin;
 use kcsi::ffi::*;
 use serde_json::Value;
 
-#[derive(Debug)]
-pub struct CErr {
-    pub code: kcsi_result,
-    pub class: i32,
-    pub grpc: i32,
-    pub message: String,
-}
-
-pub fn c(s: &str) -> CString {
-    CString::new(s).unwrap()
-}
-
-/// Runs one fallible C call, turning `err_out` into a `CErr`.
-pub fn call(f: impl FnOnce(*mut *mut kcsi_error) -> kcsi_result) -> Result<(), CErr> {
-    let mut err: *mut kcsi_error = ptr::null_mut();
-    let code = f(&mut err);
-    if code == KCSI_OK {
-        assert!(err.is_null());
-        return Ok(());
-    }
-    assert!(!err.is_null(), "error object for result {code}");
-    let e = CErr {
-        code: kcsi_error_result(err),
-        class: kcsi_error_class(err),
-        grpc: kcsi_error_grpc_code(err),
-        message: unsafe { CStr::from_ptr(kcsi_error_message(err)) }
-            .to_str()
-            .unwrap()
-            .to_string(),
-    };
-    kcsi_error_free(err);
-    assert_eq!(e.code, code);
-    Err(e)
-}
-
-pub fn take_string(p: *mut c_char) -> String {
-    let s = unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_string();
-    kcsi_string_free(p);
-    s
-}
+pub use super::capi::{call, cstr as c, take_string, CErr};
 
 /// A kcsi host and an attacher of it. Frees both when dropped (the root stays).
 pub struct CHost {
