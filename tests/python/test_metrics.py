@@ -1,25 +1,25 @@
 """kcsi_host_metrics through the Python binding: the text and its parsed view."""
 import kcsi
-from conftest import MOCK_DRIVER
+from conftest import HOSTPATH_DRIVER
 
 
-def test_metrics_text_and_samples_count_a_registration_and_its_rpc(host, mock_driver):
-    d = mock_driver()
+def test_metrics_text_and_samples_count_a_registration_and_its_rpc(host, hostpath_driver):
+    d = hostpath_driver()
     host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
     text = host.metrics()
     assert "# TYPE csi_operations_seconds histogram\n" in text
     samples = host.metrics_samples()
     counts = [s for s in samples if s.name == "csi_operations_seconds_count"]
     assert [(s.labels, s.value) for s in counts] == [
-        ({"driver_name": MOCK_DRIVER, "method_name": "/csi.v1.Node/NodeGetInfo",
+        ({"driver_name": HOSTPATH_DRIVER, "method_name": "/csi.v1.Node/NodeGetInfo",
           "grpc_status_code": "OK", "migrated": "false"}, 1.0)]
     by_name = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
     assert by_name[("kcsi_driver_registrations_total", (("result", "success"),))] == 1.0
     assert by_name[("kcsi_registered_drivers", ())] == 1.0
 
 
-def test_each_host_has_its_own_registry(make_host, mock_driver):
-    d = mock_driver()
+def test_each_host_has_its_own_registry(make_host, hostpath_driver):
+    d = hostpath_driver()
     a, b = make_host(), make_host()
     a.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
     assert not [s for s in b.metrics_samples() if s.name.startswith("csi_operations_seconds")]
@@ -30,8 +30,8 @@ def test_parse_metrics_unescapes_label_values():
     assert s == kcsi.Sample("x_total", {"a": 'q"z\\', "b": "n\n"}, 2.5)
 
 
-def test_each_csi_call_is_one_debug_record_with_its_fields(host, mock_driver):
-    d = mock_driver()
+def test_each_csi_call_is_one_debug_record_with_its_fields(host, hostpath_driver):
+    d = hostpath_driver()
     records = []
     kcsi.set_log_callback(lambda lvl, target, msg: records.append((lvl, target, msg)), 3)
     try:

@@ -23,6 +23,7 @@ import collections
 import ctypes
 import json
 import os
+import re
 import threading
 
 from . import _methods
@@ -368,10 +369,6 @@ class Host(_HostMethods, _Handle):
     def register_plugin(self, name, endpoint, versions, timeout_ms=0):
         """kcsi_register_plugin with the host's timeout unless `timeout_ms` > 0."""
         return super().register_plugin(name, endpoint, versions, timeout_ms)
-
-    def metrics(self):
-        """The host's metrics, Prometheus text exposition format 0.0.4 (serve as is)."""
-        return self.__getattr__("metrics")()
 
     def metrics_samples(self):
         """The host's metrics parsed: a list of `Sample(name, labels, value)`."""
