@@ -7,13 +7,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::boundary::{
-    free_box, guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_string,
+    free_box, guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_json, write_string,
 };
 use super::error::kcsi_error;
 use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
 use super::host::kcsi_host;
 use super::kcsi_result;
-use crate::error::Error;
 use crate::runtime;
 use crate::spec::VolumeSpec;
 use crate::volume::block::{BlockMapper, BlockUnmapper};
@@ -118,10 +117,7 @@ pub extern "C" fn kcsi_block_mapper_metrics(
         let (host, m) = child_arg(m)?;
         out_arg(metrics_json_out, "metrics_json_out")?;
         let metrics = runtime::block_on(m.value.metrics(&host))??;
-        let json = serde_json::to_string(&metrics)
-            .map_err(|e| Error::internal(format!("cannot encode metrics: {e}")))?;
-        write_string(metrics_json_out, &json);
-        Ok(())
+        write_json(metrics_json_out, &metrics, "metrics")
     })
 }
 

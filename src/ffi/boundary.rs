@@ -131,6 +131,19 @@ pub(crate) fn write_string(p: *mut *mut c_char, s: &str) {
     unsafe { *p = c_string(s).into_raw() };
 }
 
+/// Writes `value` as an owned JSON string (freed with `kcsi_string_free`) to a checked output
+/// pointer; `what` names it in the (internal) error should encoding fail.
+pub(crate) fn write_json(
+    p: *mut *mut c_char,
+    value: &impl serde::Serialize,
+    what: &str,
+) -> Result<()> {
+    let json = serde_json::to_string(value)
+        .map_err(|e| Error::internal(format!("cannot encode {what}: {e}")))?;
+    write_string(p, &json);
+    Ok(())
+}
+
 /// Writes a value to a checked output pointer.
 pub(crate) fn write_value<T>(p: *mut T, v: T) {
     unsafe { *p = v };

@@ -4,12 +4,11 @@
 
 use std::ffi::c_char;
 
-use super::boundary::{guard, out_arg, str_arg, write_string};
+use super::boundary::{guard, out_arg, str_arg, write_json};
 use super::error::kcsi_error;
 use super::handle::handle_arg;
 use super::host::kcsi_host;
 use super::kcsi_result;
-use crate::error::Error;
 use crate::runtime;
 use crate::volume::attacher;
 
@@ -32,10 +31,7 @@ pub extern "C" fn kcsi_list_device_mounts(
         let host = handle_arg(h)?;
         out_arg(mounts_json_out, "mounts_json_out")?;
         let mounts = host.layout.device_mounts(&host.layout.beneath()?)?;
-        let json = serde_json::to_string(&mounts)
-            .map_err(|e| Error::internal(format!("cannot encode device mounts: {e}")))?;
-        write_string(mounts_json_out, &json);
-        Ok(())
+        write_json(mounts_json_out, &mounts, "device mounts")
     })
 }
 
