@@ -5,6 +5,7 @@
 mod args;
 mod driver;
 mod fault_proxy;
+mod kubelet;
 mod lifecycle;
 mod node;
 mod on_disk;
@@ -13,6 +14,7 @@ mod report;
 mod session;
 mod single;
 mod steps;
+mod volume_plugin;
 mod watch;
 mod wire;
 
@@ -96,6 +98,7 @@ fn main() {
         Command::Unpublish(a) | Command::Unstage(a) | Command::Stats(a) => a.driver.verbose,
         Command::Expand(a) => a.cmd.driver.verbose,
         Command::Watch(a) => a.verbose,
+        Command::VolumePlugin(a) => a.verbose,
         _ => 0,
     };
     logging(verbose);
@@ -123,6 +126,7 @@ fn main() {
             Command::List(a) => on_disk::list(a),
             Command::Watch(a) => watch::run(a).await,
             Command::FaultProxy(a) => serve_fault_proxy(a).await,
+            Command::VolumePlugin(a) => volume_plugin::run(a).await,
         }
     });
     // Dropping the runtime would wait for the proxy's connection tasks; the exit needs no wait.
