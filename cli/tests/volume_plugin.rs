@@ -282,6 +282,21 @@ fn two_callers_share_one_stage_and_get_one_publish_each() {
     assert_eq!(left, Vec::<String>::new());
 }
 
+/// `callers` calls of `endpoint` on volume `name` at once, one caller ID each; all succeed.
+fn all_at_once(p: &Plugin, endpoint: &'static str, name: &str, callers: usize) {
+    let threads: Vec<_> = (0..callers)
+        .map(|i| {
+            let socket = p.socket();
+            let body = json!({"Name": name, "ID": format!("c{i}")}).to_string();
+            std::thread::spawn(move || raw(&socket, &post(endpoint, &body)))
+        })
+        .collect();
+    for t in threads {
+        let (status, v) = t.join().unwrap();
+        assert_eq!(status, 200, "{endpoint}: {v}");
+    }
+}
+
 #[test]
 fn concurrent_mounts_of_one_volume_are_serialised() {
     let p = Plugin::start();
@@ -289,36 +304,12 @@ fn concurrent_mounts_of_one_volume_are_serialised() {
         "/VolumeDriver.Create",
         json!({"Name": "shared", "Opts": {"size": "1Mi"}}),
     );
-    let socket = p.socket();
-    let threads: Vec<_> = (0..6)
-        .map(|i| {
-            let socket = socket.clone();
-            std::thread::spawn(move || {
-                let body = json!({"Name": "shared", "ID": format!("c{i}")}).to_string();
-                raw(&socket, &post("/VolumeDriver.Mount", &body))
-            })
-        })
-        .collect();
-    for t in threads {
-        let (status, v) = t.join().unwrap();
-        assert_eq!(status, 200, "{v}");
-    }
+    all_at_once(&p, "/VolumeDriver.Mount", "shared", 6);
     assert_eq!(
         (p.calls("NodeStageVolume"), p.calls("NodePublishVolume")),
         (1, 6)
     );
-    let threads: Vec<_> = (0..6)
-        .map(|i| {
-            let socket = socket.clone();
-            std::thread::spawn(move || {
-                let body = json!({"Name": "shared", "ID": format!("c{i}")}).to_string();
-                raw(&socket, &post("/VolumeDriver.Unmount", &body))
-            })
-        })
-        .collect();
-    for t in threads {
-        assert_eq!(t.join().unwrap().0, 200);
-    }
+    all_at_once(&p, "/VolumeDriver.Unmount", "shared", 6);
     assert_eq!(
         (p.calls("NodeUnpublishVolume"), p.calls("NodeUnstageVolume")),
         (6, 1)
