@@ -355,6 +355,25 @@ fn killed_plugin_finds_its_mounts_again_and_unmounts_and_removes_them() {
 }
 
 #[test]
+fn hostile_caller_ids_become_a_digest_not_a_path() {
+    let p = Plugin::start();
+    p.ok(
+        "/VolumeDriver.Create",
+        json!({"Name": "v", "Opts": {"size": "1Mi"}}),
+    );
+    for id in ["../../../etc", "a/b", "", "x\ny"] {
+        let path = p.mount("v", id);
+        let pods = p.root().join("kubelet/pods");
+        let uid = path.strip_prefix(&pods).unwrap().iter().next().unwrap();
+        assert!(uid.to_str().unwrap().starts_with("id-"), "{id:?}: {path:?}");
+        p.ok("/VolumeDriver.Unmount", json!({"Name": "v", "ID": id}));
+    }
+    assert_eq!(p.calls("NodePublishVolume"), 4);
+    p.assert_no_mounts();
+    p.ok("/VolumeDriver.Remove", json!({"Name": "v"}));
+}
+
+#[test]
 fn a_given_volume_handle_is_used_and_never_deleted() {
     let p = Plugin::start();
     let id = p.driver.create_volume("outside", false, 1 << 20);
