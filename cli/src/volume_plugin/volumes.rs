@@ -313,6 +313,7 @@ impl Plugin {
             Err(e) => {
                 // Docker calls no Unmount after a failed Mount: undo what this call set up.
                 let _ = kubelet::unpublish(&self.host, d.block, &d.name, &uid).await;
+                self.remove_pod_dirs(&d, &uid);
                 if !staged && publishes.is_empty() {
                     let _ = self.unstage(&d).await;
                 }
