@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kcsi::host::Host;
+use kcsi::node::NodeAgent;
 use kcsi::volume::capability::access_mode;
 use kcsi::volume::quantity::parse_bytes;
 
@@ -32,7 +32,7 @@ struct Run {
     node: String,
     driver: String,
     csidriver: serde_json::Value,
-    host: Option<Host>,
+    host: Option<NodeAgent>,
     volume: Option<Volume>,
     up: SetUp,
     secrets: kcsi::plain_spec::SecretsFile,

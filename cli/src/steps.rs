@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use kcsi::csi::registration;
 use kcsi::error::{Error, ErrorKind};
 use kcsi::host::Host;
+use kcsi::node::{registration, NodeAgent};
 use kcsi::volume::attacher::{self, MountDeviceArgs};
 use kcsi::volume::block::{BlockMapper, BlockUnmapper};
 use kcsi::volume::metrics;
@@ -43,11 +43,16 @@ pub async fn identify(s: &mut Session, want: Option<&str>) -> Result<String, Sto
 }
 
 /// RegisterPlugin: NodeGetInfo, node info recorded.
-pub async fn register(s: &mut Session, host: &Host, driver: &str, name: &str) -> Result<(), Stop> {
+pub async fn register(
+    s: &mut Session,
+    node: &NodeAgent,
+    driver: &str,
+    name: &str,
+) -> Result<(), Stop> {
     let endpoint = s.endpoint_str();
     s.step(name, async {
         let versions: Vec<String> = VERSIONS.iter().map(|v| v.to_string()).collect();
-        let info = registration::register(host, driver, &endpoint, &versions, None).await?;
+        let info = registration::register(node, driver, &endpoint, &versions, None).await?;
         Ok(Done::Value(
             (),
             Some(format!(
@@ -60,9 +65,9 @@ pub async fn register(s: &mut Session, host: &Host, driver: &str, name: &str) ->
     .map(drop)
 }
 
-pub async fn deregister(s: &mut Session, host: &Host, driver: &str) -> Result<(), Stop> {
+pub async fn deregister(s: &mut Session, node: &NodeAgent, driver: &str) -> Result<(), Stop> {
     s.step("deregister", async {
-        registration::deregister(host, driver).await.map(value)
+        registration::deregister(node, driver).await.map(value)
     })
     .await
     .map(drop)
