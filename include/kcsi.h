@@ -101,7 +101,8 @@ typedef struct kcsi_block_unmapper kcsi_block_unmapper;
 // An error returned through `err_out`. Caller owns it; free with `kcsi_error_free`.
 typedef struct kcsi_error kcsi_error;
 
-// One node agent's instance of kcsi: its drivers and state. Free with `kcsi_host_free`.
+// One instance of kcsi: its drivers and state, and on a node its node agent (plugin watcher,
+// allocatable updater). Free with `kcsi_host_free`.
 typedef struct kcsi_host kcsi_host;
 
 // One volume of one pod to publish. Free with `kcsi_mounter_free`.
