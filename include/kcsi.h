@@ -623,7 +623,7 @@ kcsi_result kcsi_verify_exhausted_resource(kcsi_host *h,
 // `kcsi_string_free`.
 kcsi_result kcsi_list_device_mounts(kcsi_host *h, char **mounts_json_out, kcsi_error **err_out);
 
-// UnmountDevice of the filesystem volume `volume_handle` of `driver`, for when its
+// UnmountDevice of the volume `volume_handle` of `driver`, for when its
 // `vol_data.json` may be gone: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) at
 // `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, then removal
 // of the global mount dir, as `kcsi_attacher_unmount_device`. A `vol_data.json` that is there

@@ -37,7 +37,7 @@ pub extern "C" fn kcsi_list_device_mounts(
     })
 }
 
-/// UnmountDevice of the filesystem volume `volume_handle` of `driver`, for when its
+/// UnmountDevice of the volume `volume_handle` of `driver`, for when its
 /// `vol_data.json` may be gone: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) at
 /// `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, then removal
 /// of the global mount dir, as `kcsi_attacher_unmount_device`. A `vol_data.json` that is there

@@ -121,7 +121,7 @@ class _HostMethods:
         return self._invoke('kcsi_list_device_mounts', ())
 
     def unmount_device_by_handle(self, driver, volume_handle):
-        'kcsi_unmount_device_by_handle: UnmountDevice of the filesystem volume `volume_handle` of `driver`, for when its `vol_data.json` may be gone: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) at `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, then removal of the global mount dir, as `kcsi_attacher_unmount_device`. A `vol_data.json` that is there but names another driver or handle is `KCSI_ERR_FAILED_PRECONDITION`; an unregistered driver is `KCSI_ERR_NOT_FOUND` (transient). When there is no such global mount dir but a block volume (`kcsi_list_device_mounts`\' `"kind": "block"`) records the driver and handle, that volume is torn down as `kcsi_block_unmapper_tear_down_device` does.'
+        'kcsi_unmount_device_by_handle: UnmountDevice of the volume `volume_handle` of `driver`, for when its `vol_data.json` may be gone: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) at `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, then removal of the global mount dir, as `kcsi_attacher_unmount_device`. A `vol_data.json` that is there but names another driver or handle is `KCSI_ERR_FAILED_PRECONDITION`; an unregistered driver is `KCSI_ERR_NOT_FOUND` (transient). When there is no such global mount dir but a block volume (`kcsi_list_device_mounts`\' `"kind": "block"`) records the driver and handle, that volume is torn down as `kcsi_block_unmapper_tear_down_device` does.'
         return self._invoke('kcsi_unmount_device_by_handle', (driver, volume_handle))
 
     def mounter_new(self, spec_json, pod_json):
