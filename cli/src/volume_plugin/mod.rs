@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kcsi::csi::registration;
+use kcsi::node::registration;
 use serde_json::json;
 use tokio::net::UnixListener;
 use tokio::signal::unix::{signal, SignalKind};

@@ -8,13 +8,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kcsi::disk::beneath::Entry;
-use kcsi::disk::inventory::{self, Place};
+use kcsi::disk::inventory::{self, Kind};
+use kcsi::disk::mounts;
 use kcsi::disk::paths::sha256_hex;
-use kcsi::disk::volume_data::{self, FILE_NAME};
 use kcsi::disk::volume_lock::VolumeLocks;
 use kcsi::error::{Error, ErrorKind, Result};
-use kcsi::host::Host;
+use kcsi::node::NodeAgent;
 use kcsi::volume::capability::access_mode;
 use kcsi::volume::reconstruct::construct_volume_spec;
 use serde_json::{json, Value};
@@ -33,7 +32,8 @@ const ACCESS_MODE: &str = "ReadWriteOnce";
 pub struct Plugin {
     /// The plugin's name (`--name`), prefixing the names of the volumes it creates.
     pub name: String,
-    pub host: Host,
+    /// The kubelet side (its host: paths, drivers, volume calls).
+    pub host: NodeAgent,
     /// The CSI driver's name, from GetPluginInfo.
     pub driver: String,
     pub channel: Channel,
@@ -69,7 +69,7 @@ pub fn pod_uid(id: &str) -> String {
 impl Plugin {
     pub fn new(
         name: String,
-        host: Host,
+        host: NodeAgent,
         driver: String,
         channel: Channel,
         can_create: bool,
@@ -132,19 +132,17 @@ impl Plugin {
         .map_err(|e| Error::invalid(e.0))
     }
 
-    /// Whether the volume is staged: its global `vol_data.json` exists.
+    /// Whether the volume is staged, as the one walk over the layout defines it.
     fn staged(&self, d: &Description) -> Result<bool> {
-        let data_dir = if d.block {
-            self.host.layout.block_data_dir(&d.name)?
-        } else {
-            let dmp = self
-                .host
-                .layout
-                .device_mount_path(&self.driver, &d.volume_handle)?;
-            dmp.parent().map(Path::to_path_buf).unwrap_or(dmp)
-        };
-        let fs = self.host.layout.beneath()?;
-        Ok(fs.entry(&data_dir.join(FILE_NAME))? == Entry::File)
+        let dmp = self
+            .host
+            .layout
+            .device_mount_path(&self.driver, &d.volume_handle)?;
+        let staged = inventory::walk(&self.host.layout)?.staged;
+        Ok(staged.iter().any(|s| match s.kind {
+            Kind::Block => d.block && s.spec_name.as_deref() == Some(d.name.as_str()),
+            Kind::Filesystem => !d.block && s.device_mount_path == dmp,
+        }))
     }
 
     /// The volume's publishes found on disk, by pod UID.
@@ -156,7 +154,7 @@ impl Plugin {
             for uid in fs.list(&dir)? {
                 let uid = uid.to_string_lossy().into_owned();
                 let path = self.host.layout.block_publish_path(&d.name, &uid)?;
-                let mounted = volume_data::is_mount_point(&path).unwrap_or(false);
+                let mounted = mounts::is_mount_point(&path).unwrap_or(false);
                 out.push(Publish {
                     pod_uid: uid,
                     path,
@@ -169,34 +167,27 @@ impl Plugin {
         }
         let volume_name = format!("{}^{}", self.driver, d.volume_handle);
         let mut out = Vec::new();
-        for e in inventory::list(&self.host.layout)? {
-            let Place::Published {
-                pod_uid,
-                spec_name,
-                mount_path,
-            } = e.place
-            else {
-                continue;
-            };
-            if spec_name != d.name {
+        for e in inventory::walk(&self.host.layout)?.published {
+            if e.spec_name != d.name {
                 continue;
             }
+            let dir = e.data.dir();
             // The reconstructed spec must name this very volume; one that does not (or
             // cannot be rebuilt) is shown with why, and still counts as mounted.
-            let rebuilt = construct_volume_spec(&self.host, &volume_name, &e.dir.to_string_lossy());
+            let rebuilt = construct_volume_spec(&self.host, &volume_name, &dir.to_string_lossy());
             let error = match rebuilt {
                 Ok(r) => {
                     let csi = &r["spec"]["persistentVolume"]["spec"]["csi"];
                     let same = csi["driver"] == self.driver.as_str()
                         && csi["volumeHandle"] == d.volume_handle.as_str();
-                    (!same).then(|| format!("{} records another volume: {csi}", e.dir.display()))
+                    (!same).then(|| format!("{} records another volume: {csi}", dir.display()))
                 }
                 Err(err) => Some(err.message().to_string()),
             };
             out.push(Publish {
-                pod_uid,
-                path: mount_path,
-                mounted: e.mounted.unwrap_or(false),
+                pod_uid: e.pod_uid.clone(),
+                path: e.mount_path.clone(),
+                mounted: e.mounted,
                 error,
             });
         }
