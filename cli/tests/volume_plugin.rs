@@ -111,6 +111,30 @@ impl Plugin {
         PathBuf::from(v["Mountpoint"].as_str().unwrap())
     }
 
+    fn create(&self, name: &str, opts: Value) {
+        self.ok("/VolumeDriver.Create", json!({"Name": name, "Opts": opts}));
+    }
+
+    fn unmount(&self, name: &str, id: &str) {
+        self.ok("/VolumeDriver.Unmount", json!({"Name": name, "ID": id}));
+    }
+
+    /// (NodeStageVolume, NodePublishVolume) calls so far.
+    fn set_up(&self) -> (usize, usize) {
+        (
+            self.calls("NodeStageVolume"),
+            self.calls("NodePublishVolume"),
+        )
+    }
+
+    /// (NodeUnpublishVolume, NodeUnstageVolume) calls so far.
+    fn torn_down(&self) -> (usize, usize) {
+        (
+            self.calls("NodeUnpublishVolume"),
+            self.calls("NodeUnstageVolume"),
+        )
+    }
+
     fn description(&self, name: &str) -> Value {
         let path = self.root().join("volumes").join(format!("{name}.json"));
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -198,10 +222,7 @@ fn activate_and_capabilities_answer_a_local_volume_driver() {
 #[test]
 fn two_callers_share_one_stage_and_get_one_publish_each() {
     let p = Plugin::start();
-    p.ok(
-        "/VolumeDriver.Create",
-        json!({"Name": "data", "Opts": {"size": "10Mi", "tier": "gold"}}),
-    );
+    p.create("data", json!({"size": "10Mi", "tier": "gold"}));
     let d = p.description("data");
     assert_eq!(d["createdByKcsi"], true);
     assert_eq!(d["capacityBytes"], 10 << 20);
@@ -211,10 +232,7 @@ fn two_callers_share_one_stage_and_get_one_publish_each() {
     let a = p.mount("data", "container-a");
     let b = p.mount("data", "container-b");
     assert_ne!(a, b);
-    assert_eq!(
-        (p.calls("NodeStageVolume"), p.calls("NodePublishVolume")),
-        (1, 2)
-    );
+    assert_eq!(p.set_up(), (1, 2));
     let mounted = mounts_below(&p.root());
     for m in [&a, &b] {
         assert!(mounted.contains(m), "{m:?} in {mounted:?}");
@@ -245,22 +263,10 @@ fn two_callers_share_one_stage_and_get_one_publish_each() {
         "{e}"
     );
 
-    p.ok(
-        "/VolumeDriver.Unmount",
-        json!({"Name": "data", "ID": "container-a"}),
-    );
-    assert_eq!(
-        (p.calls("NodeUnpublishVolume"), p.calls("NodeUnstageVolume")),
-        (1, 0)
-    );
-    p.ok(
-        "/VolumeDriver.Unmount",
-        json!({"Name": "data", "ID": "container-b"}),
-    );
-    assert_eq!(
-        (p.calls("NodeUnpublishVolume"), p.calls("NodeUnstageVolume")),
-        (2, 1)
-    );
+    p.unmount("data", "container-a");
+    assert_eq!(p.torn_down(), (1, 0));
+    p.unmount("data", "container-b");
+    assert_eq!(p.torn_down(), (2, 1));
     p.assert_no_mounts();
     let path = p.ok("/VolumeDriver.Path", json!({"Name": "data"}));
     assert_eq!(path["Mountpoint"], "");
@@ -297,20 +303,11 @@ fn all_at_once(p: &Plugin, endpoint: &'static str, name: &str, callers: usize) {
 #[test]
 fn concurrent_mounts_of_one_volume_are_serialised() {
     let p = Plugin::start();
-    p.ok(
-        "/VolumeDriver.Create",
-        json!({"Name": "shared", "Opts": {"size": "1Mi"}}),
-    );
+    p.create("shared", json!({"size": "1Mi"}));
     all_at_once(&p, "/VolumeDriver.Mount", "shared", 6);
-    assert_eq!(
-        (p.calls("NodeStageVolume"), p.calls("NodePublishVolume")),
-        (1, 6)
-    );
+    assert_eq!(p.set_up(), (1, 6));
     all_at_once(&p, "/VolumeDriver.Unmount", "shared", 6);
-    assert_eq!(
-        (p.calls("NodeUnpublishVolume"), p.calls("NodeUnstageVolume")),
-        (6, 1)
-    );
+    assert_eq!(p.torn_down(), (6, 1));
     p.assert_no_mounts();
     p.ok("/VolumeDriver.Remove", json!({"Name": "shared"}));
 }
@@ -318,10 +315,7 @@ fn concurrent_mounts_of_one_volume_are_serialised() {
 #[test]
 fn killed_plugin_finds_its_mounts_again_and_unmounts_and_removes_them() {
     let mut p = Plugin::start();
-    p.ok(
-        "/VolumeDriver.Create",
-        json!({"Name": "keep", "Opts": {"size": "1Mi"}}),
-    );
+    p.create("keep", json!({"size": "1Mi"}));
     let path = p.mount("keep", "c1");
     std::fs::write(path.join("f"), b"kept").unwrap();
     p.kill();
@@ -341,11 +335,8 @@ fn killed_plugin_finds_its_mounts_again_and_unmounts_and_removes_them() {
     assert_eq!(p.calls("NodePublishVolume"), 1);
     p.err("/VolumeDriver.Remove", json!({"Name": "keep"}));
 
-    p.ok("/VolumeDriver.Unmount", json!({"Name": "keep", "ID": "c1"}));
-    assert_eq!(
-        (p.calls("NodeUnpublishVolume"), p.calls("NodeUnstageVolume")),
-        (1, 1)
-    );
+    p.unmount("keep", "c1");
+    assert_eq!(p.torn_down(), (1, 1));
     p.assert_no_mounts();
     p.ok("/VolumeDriver.Remove", json!({"Name": "keep"}));
     assert_eq!(p.calls("DeleteVolume"), 1);
@@ -354,10 +345,7 @@ fn killed_plugin_finds_its_mounts_again_and_unmounts_and_removes_them() {
 #[test]
 fn hostile_caller_ids_become_a_digest_not_a_path() {
     let p = Plugin::start();
-    p.ok(
-        "/VolumeDriver.Create",
-        json!({"Name": "v", "Opts": {"size": "1Mi"}}),
-    );
+    p.create("v", json!({"size": "1Mi"}));
     for id in ["../../../etc", "a/b", "", "x\ny"] {
         let path = p.mount("v", id);
         let pods = p.root().join("kubelet/pods");
@@ -374,16 +362,13 @@ fn hostile_caller_ids_become_a_digest_not_a_path() {
 fn a_given_volume_handle_is_used_and_never_deleted() {
     let p = Plugin::start();
     let id = p.driver.create_volume("outside", false, 1 << 20);
-    p.ok(
-        "/VolumeDriver.Create",
-        json!({"Name": "given", "Opts": {"volumeHandle": id}}),
-    );
+    p.create("given", json!({"volumeHandle": id}));
     assert_eq!(p.description("given")["createdByKcsi"], false);
     assert_eq!(p.calls("CreateVolume"), 1, "only the test's own");
     let path = p.mount("given", "c");
     std::fs::write(path.join("x"), b"1").unwrap();
     assert!(p.driver.volume_path(&id).join("x").exists());
-    p.ok("/VolumeDriver.Unmount", json!({"Name": "given", "ID": "c"}));
+    p.unmount("given", "c");
     p.ok("/VolumeDriver.Remove", json!({"Name": "given"}));
     assert_eq!(p.calls("DeleteVolume"), 0);
     assert_eq!(p.driver.volumes().len(), 1);
@@ -394,10 +379,7 @@ fn a_given_volume_handle_is_used_and_never_deleted() {
 #[test]
 fn a_block_volume_is_published_as_a_device_per_caller() {
     let p = Plugin::start();
-    p.ok(
-        "/VolumeDriver.Create",
-        json!({"Name": "raw", "Opts": {"size": "4Mi", "block": "true"}}),
-    );
+    p.create("raw", json!({"size": "4Mi", "block": "true"}));
     let dev = p.mount("raw", "c");
     let meta = std::fs::metadata(&dev).unwrap();
     use std::os::unix::fs::FileTypeExt;
@@ -414,11 +396,8 @@ fn a_block_volume_is_published_as_a_device_per_caller() {
         .read_exact(&mut back)
         .unwrap();
     assert_eq!(&back, b"raw bytes");
-    p.ok("/VolumeDriver.Unmount", json!({"Name": "raw", "ID": "c"}));
-    assert_eq!(
-        (p.calls("NodeUnpublishVolume"), p.calls("NodeUnstageVolume")),
-        (1, 1)
-    );
+    p.unmount("raw", "c");
+    assert_eq!(p.torn_down(), (1, 1));
     p.ok("/VolumeDriver.Remove", json!({"Name": "raw"}));
     p.assert_no_mounts();
 }
@@ -426,10 +405,7 @@ fn a_block_volume_is_published_as_a_device_per_caller() {
 #[test]
 fn bad_input_gets_a_clear_err_and_leaves_the_state_alone() {
     let p = Plugin::start();
-    p.ok(
-        "/VolumeDriver.Create",
-        json!({"Name": "good", "Opts": {"size": "1Mi"}}),
-    );
+    p.create("good", json!({"size": "1Mi"}));
     let before = p.files_on_disk();
     let description = p.description("good");
 
@@ -470,10 +446,7 @@ fn bad_input_gets_a_clear_err_and_leaves_the_state_alone() {
         "{e}"
     );
     // The same Create again is no change.
-    p.ok(
-        "/VolumeDriver.Create",
-        json!({"Name": "good", "Opts": {"size": "1Mi"}}),
-    );
+    p.create("good", json!({"size": "1Mi"}));
 
     for endpoint in ["Mount", "Unmount", "Remove", "Get", "Path"] {
         let e = p.err(
