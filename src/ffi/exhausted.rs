@@ -3,11 +3,11 @@
 
 use std::ffi::c_char;
 
-use super::boundary::{guard, json_arg, out_arg, write_value};
+use super::boundary::guard;
 use super::error::kcsi_error;
-use super::handle::handle_arg;
 use super::host::kcsi_host;
 use super::kcsi_result;
+use super::queries::bool_query;
 use crate::runtime;
 use crate::spec::VolumeSpec;
 use crate::volume::node_updater;
@@ -25,12 +25,12 @@ pub extern "C" fn kcsi_verify_exhausted_resource(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        let host = handle_arg(h)?;
-        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
-        out_arg(out, "out")?;
-        let exhausted = runtime::block_on(node_updater::verify_exhausted_resource(&host, &spec))?;
-        write_value(out, exhausted);
-        Ok(())
-    })
+    guard!(err_out, || bool_query(
+        h,
+        spec_json,
+        out,
+        |host, spec: &VolumeSpec| {
+            runtime::block_on(node_updater::verify_exhausted_resource(host, spec))
+        }
+    ))
 }
