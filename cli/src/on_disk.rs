@@ -61,9 +61,9 @@ fn entry_json(e: &Entry) -> Value {
     })
 }
 
-pub fn list(cmd: RootCmd) -> Result<i32, UsageError> {
+pub fn list(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
     let (root, found) = entries(&cmd)?;
-    if cmd.json {
+    if json {
         let volumes: Vec<Value> = found.iter().map(entry_json).collect();
         println!("{}", json!({"root": root, "volumes": volumes}));
         return Ok(0);
@@ -100,7 +100,7 @@ pub fn list(cmd: RootCmd) -> Result<i32, UsageError> {
     Ok(0)
 }
 
-pub fn reconstruct(cmd: RootCmd) -> Result<i32, UsageError> {
+pub fn reconstruct(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
     let (root, found) = entries(&cmd)?;
     let host = node::host(&root, &node::node_name(&cmd.node_name), 30.0, None)?;
     let mut out = Vec::new();
@@ -134,12 +134,12 @@ pub fn reconstruct(cmd: RootCmd) -> Result<i32, UsageError> {
                 json!({"dir": e.dir, "error": err.message()})
             }
         };
-        if !cmd.json {
+        if !json {
             println!("{item}");
         }
         out.push(item);
     }
-    if cmd.json {
+    if json {
         println!("{}", json!({"ok": ok, "volumes": out}));
     } else if out.is_empty() {
         println!("nothing to reconstruct under {}", root.display());

@@ -148,6 +148,40 @@ fn lifecycle_passes_every_step_on_a_filesystem_volume() {
 }
 
 #[test]
+fn json_and_verbose_are_global_flags_before_or_after_the_subcommand() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let root = Root::new();
+    let endpoint = format!("unix://{}", driver.endpoint());
+    let before = run(&[
+        "--json",
+        "-v",
+        "lifecycle",
+        "--endpoint",
+        &endpoint,
+        "--root",
+        &root.arg(),
+        "--create",
+        "8Mi",
+    ]);
+    let after = lifecycle(&driver, &root, &["--create", "8Mi", "-v"]);
+    for out in [&before, &after] {
+        let report = json(out);
+        assert_eq!(out.status.code(), Some(0), "{report}\n{}", stderr(out));
+        assert_eq!(report["ok"], true);
+        assert_eq!(names(&report), FS_STEPS);
+    }
+    for args in [
+        ["--json", "list", "--root", &root.arg()],
+        ["list", "--root", &root.arg(), "--json"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(json(&out)["volumes"], serde_json::json!([]));
+    }
+    root.assert_no_mounts();
+}
+
+#[test]
 fn lifecycle_moves_bytes_through_a_block_volume() {
     let driver = DriverProcess::hostpath("node-1", &[]);
     let root = Root::new();
