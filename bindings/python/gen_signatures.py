@@ -299,28 +299,8 @@ bindings/python/gen_signatures.py. Do not edit. Each method calls the C function
 name with the conventions of kcsi.call (JSON parameters take dicts, outputs are returned).
 """
 # fmt: off
-import functools
-from typing import Any, Optional, Sequence, Tuple, Union
-
-# A JSON parameter: a dict or list (encoded), or JSON text as str or bytes.
-Json = Union[dict, list, str, bytes]
-# A string parameter: str (sent as UTF-8) or bytes.
-Text = Union[str, bytes]
-
-
-def _old_names(**renamed):
-    """Lets a method also take its parameters' C names (`spec_json=` for `spec=`) as keywords."""
-    def wrap(method):
-        @functools.wraps(method)
-        def with_old_names(self, *args, **kwargs):
-            for old, new in renamed.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise TypeError(f"{method.__name__}() got both {new!r} and its old name {old!r}")
-                    kwargs[new] = kwargs.pop(old)
-            return method(self, *args, **kwargs)
-        return with_old_names
-    return wrap
+{typing}
+from ._types import Json, Text, old_names
 '''
 
 
@@ -333,7 +313,7 @@ def generate_methods(header_path):
         if plan:
             cls, method, inputs, outputs = plan
             classes.setdefault(cls, []).append((name, method, inputs, outputs, doc, nullable_params(doc)))
-    out = [METHODS_PRELUDE.rstrip("\n")]
+    out = []
     w = out.append
     for cls, methods in sorted(classes.items()):
         w("")
@@ -345,12 +325,15 @@ def generate_methods(header_path):
             renamed = ", ".join(f"{n}={py_name(n)!r}" for n, _ in inputs if py_name(n) != n)
             w("")
             if renamed:
-                w(f"    @_old_names({renamed})")
+                w(f"    @old_names({renamed})")
             w(f"    def {method}({params}) -> {ret}:")
             w(f"        {(name + ': ' + doc)!r}")
             args = ", ".join(py_name(n) for n, _ in inputs) + ("," if len(inputs) == 1 else "")
             w(f"        return self._invoke({name!r}, ({args}))")
-    return "\n".join(out) + "\n"
+    body = "\n".join(out) + "\n"
+    used = [n for n in ("Any", "Optional", "Sequence", "Tuple") if re.search(rf"\b{n}\b", body)]
+    typing = f"from typing import {', '.join(used)}\n" if used else ""
+    return METHODS_PRELUDE.format(typing=typing).rstrip("\n") + "\n" + body
 
 
 def main():

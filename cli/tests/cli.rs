@@ -105,19 +105,19 @@ const FS_STEPS: &[&str] = &[
     "delete",
 ];
 
-fn lifecycle(driver: &DriverProcess, root: &Root, extra: &[&str]) -> Output {
+/// `kcsi <global...> lifecycle --endpoint <driver> --root <root> <extra...>`.
+fn lifecycle_with(driver: &DriverProcess, root: &Root, global: &[&str], extra: &[&str]) -> Output {
     let endpoint = format!("unix://{}", driver.endpoint());
     let root = root.arg();
-    let mut args = vec![
-        "lifecycle",
-        "--endpoint",
-        &endpoint,
-        "--root",
-        &root,
-        "--json",
-    ];
+    let mut args = global.to_vec();
+    args.extend(["lifecycle", "--endpoint", &endpoint, "--root", &root]);
     args.extend(extra);
     run(&args)
+}
+
+/// A lifecycle with `--json` after the subcommand.
+fn lifecycle(driver: &DriverProcess, root: &Root, extra: &[&str]) -> Output {
+    lifecycle_with(driver, root, &[], &[&["--json"][..], extra].concat())
 }
 
 #[test]
@@ -151,18 +151,7 @@ fn lifecycle_passes_every_step_on_a_filesystem_volume() {
 fn json_and_verbose_are_global_flags_before_or_after_the_subcommand() {
     let driver = DriverProcess::hostpath("node-1", &[]);
     let root = Root::new();
-    let endpoint = format!("unix://{}", driver.endpoint());
-    let before = run(&[
-        "--json",
-        "-v",
-        "lifecycle",
-        "--endpoint",
-        &endpoint,
-        "--root",
-        &root.arg(),
-        "--create",
-        "8Mi",
-    ]);
+    let before = lifecycle_with(&driver, &root, &["--json", "-v"], &["--create", "8Mi"]);
     let after = lifecycle(&driver, &root, &["--create", "8Mi", "-v"]);
     for out in [&before, &after] {
         let report = json(out);

@@ -3,44 +3,25 @@ bindings/python/gen_signatures.py. Do not edit. Each method calls the C function
 name with the conventions of kcsi.call (JSON parameters take dicts, outputs are returned).
 """
 # fmt: off
-import functools
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence
 
-# A JSON parameter: a dict or list (encoded), or JSON text as str or bytes.
-Json = Union[dict, list, str, bytes]
-# A string parameter: str (sent as UTF-8) or bytes.
-Text = Union[str, bytes]
-
-
-def _old_names(**renamed):
-    """Lets a method also take its parameters' C names (`spec_json=` for `spec=`) as keywords."""
-    def wrap(method):
-        @functools.wraps(method)
-        def with_old_names(self, *args, **kwargs):
-            for old, new in renamed.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise TypeError(f"{method.__name__}() got both {new!r} and its old name {old!r}")
-                    kwargs[new] = kwargs.pop(old)
-            return method(self, *args, **kwargs)
-        return with_old_names
-    return wrap
+from ._types import Json, Text, old_names
 
 
 class _AttacherMethods:
     __slots__ = ()
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def wait_for_attach(self, spec: Json, timeout_ms: int = 0) -> str:
         "kcsi_attacher_wait_for_attach: Checks once that the volume's VolumeAttachment (`csi-<sha256(handle+driver+node)>`) is attached, and writes its name to `*device_path_out` (caller frees it with `kcsi_string_free`). Not attached yet or unreadable: transient; attach error (its message verbatim) or being deleted: final. `timeout_ms <= 0`: the host's timeout. A plain spec with a `publishContext` counts as attached without a read."
         return self._invoke('kcsi_attacher_wait_for_attach', (spec, timeout_ms))
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def device_mount_path(self, spec: Json) -> str:
         'kcsi_attacher_device_mount_path: The global (staging) mount path of a PersistentVolume spec: `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`. Caller frees `*path_out` with `kcsi_string_free`.'
         return self._invoke('kcsi_attacher_device_mount_path', (spec,))
 
-    @_old_names(spec_json='spec', args_json='args')
+    @old_names(spec_json='spec', args_json='args')
     def mount_device(self, spec: Json, device_mount_path: Text, args: Optional[Json] = None) -> None:
         'kcsi_attacher_mount_device: MountDevice: creates `device_mount_path` (mode 0750), records `vol_data.json` next to it and, when the driver has STAGE_UNSTAGE_VOLUME, calls NodeStageVolume there. `args_json` (NULL = none): `{"fsGroup": int, "seLinuxLabel": string}`. Errors are classed as the kubelet\'s: uncertain when the driver may still be staging, transient when nothing changed. Nullable: args_json.'
         return self._invoke('kcsi_attacher_mount_device', (spec, device_mount_path, args))
@@ -109,32 +90,32 @@ class _HostMethods:
         'kcsi_list_drivers: The registered drivers as a JSON array of `{"name", "endpoint", "highestSupportedVersion", "nodeId", "maxVolumesPerNode", "topology"}`, sorted by name. Caller frees `*drivers_json_out` with `kcsi_string_free`.'
         return self._invoke('kcsi_list_drivers', ())
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def get_volume_name(self, spec: Json) -> str:
         'kcsi_get_volume_name: The unique volume name `<driver>^<volumeHandle>` of a PersistentVolume spec (inline volumes have none: `KCSI_ERR_INVALID_ARGUMENT`). Caller frees `*name_out` with `kcsi_string_free`.'
         return self._invoke('kcsi_get_volume_name', (spec,))
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def can_support(self, spec: Json) -> bool:
         'kcsi_can_support: Whether the spec has a CSI source (PV or inline).'
         return self._invoke('kcsi_can_support', (spec,))
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def can_attach(self, spec: Json) -> bool:
         'kcsi_can_attach: Whether the volume needs attaching: false for inline volumes and for drivers whose CSIDriver says `attachRequired: false`; true when no CSIDriver exists.'
         return self._invoke('kcsi_can_attach', (spec,))
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def can_device_mount(self, spec: Json) -> bool:
         'kcsi_can_device_mount: Whether the volume is device-mounted (staged): true for PersistentVolumes, false for inline volumes.'
         return self._invoke('kcsi_can_device_mount', (spec,))
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def requires_remount(self, spec: Json) -> bool:
         "kcsi_requires_remount: Whether the volume must be re-published periodically (the CSIDriver's `requiresRepublish`); false when the driver has no CSIDriver object."
         return self._invoke('kcsi_requires_remount', (spec,))
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def supports_selinux_context_mount(self, spec: Json) -> bool:
         "kcsi_supports_selinux_context_mount: Whether the volume may be mounted with `-o context=<label>` (the kubelet's `SupportsSELinuxContextMount`): with the gate `SELinuxMountReadWriteOncePod`, the CSIDriver's `seLinuxMount` (false when the driver has no CSIDriver object); false without the gate. A spec without a CSI source is `KCSI_ERR_INVALID_ARGUMENT`."
         return self._invoke('kcsi_supports_selinux_context_mount', (spec,))
@@ -143,7 +124,7 @@ class _HostMethods:
         'kcsi_attacher_new: Creates an attacher for host `h`. On success `*out` receives a handle the caller owns and frees with `kcsi_attacher_free`; on error it is unchanged.'
         return self._invoke('kcsi_attacher_new', ())
 
-    @_old_names(spec_json='spec')
+    @old_names(spec_json='spec')
     def verify_exhausted_resource(self, spec: Json) -> bool:
         "kcsi_verify_exhausted_resource: Whether a PersistentVolume's attach failed because the node has no capacity left for its driver: its VolumeAttachment's `attachError.errorCode` is gRPC ResourceExhausted (8). If so, the driver's CSINode `allocatable.count` is refreshed from `NodeGetInfo` before `*out` is set to true. Only drivers whose CSIDriver sets `nodeAllocatableUpdatePeriodSeconds` take part (gate `MutableCSINodeAllocatableCount`); a lookup that fails, a standalone host or an inline volume answer false (logged), as upstream. Call it when a pod's volumes stay unattached."
         return self._invoke('kcsi_verify_exhausted_resource', (spec,))
@@ -156,7 +137,7 @@ class _HostMethods:
         'kcsi_unmount_device_by_handle: UnmountDevice of the filesystem volume `volume_handle` of `driver`, for when its `vol_data.json` may be gone: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) at `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, then removal of the global mount dir, as `kcsi_attacher_unmount_device`. A `vol_data.json` that is there but names another driver or handle is `KCSI_ERR_FAILED_PRECONDITION`; an unregistered driver is `KCSI_ERR_NOT_FOUND` (transient).'
         return self._invoke('kcsi_unmount_device_by_handle', (driver, volume_handle))
 
-    @_old_names(spec_json='spec', pod_json='pod')
+    @old_names(spec_json='spec', pod_json='pod')
     def mounter_new(self, spec: Json, pod: Json) -> 'Mounter':
         'kcsi_mounter_new: Creates a mounter for `spec_json` (`{"persistentVolume": <PV>, "readOnly": bool}`, `{"volume": <Volume>}`, or the plain form below) in the pod `pod_json` (a core/v1 Pod; `metadata.uid` required). Does no I/O and needs no registered driver. Unsafe pod UIDs or volume names are `KCSI_ERR_INVALID_ARGUMENT`. On success `*out` receives a mounter the caller frees with `kcsi_mounter_free`; on error it is unchanged.  Plain form, for hosts without Kubernetes objects (every call that takes `spec_json` accepts it): `{"csi": {"driver", "volumeHandle", "specName", "volumeAttributes": {..}, "accessMode": "ReadWriteOnce", "volumeMode": "Filesystem"|"Block", "fsType", "mountOptions": [..], "readOnly": bool, "nodeStageSecrets"/"nodePublishSecrets"/ "nodeExpandSecrets": {..} or "secretsFile": "/abs/path.json", "publishContext": {..}}, "readOnly": bool}`. It acts as the PersistentVolume named `specName` with that CSI source (same paths, same `vol_data.json`). The secrets file uses csi-sanity\'s keys (`{"NodeStageVolumeSecret": {..}, "NodePublishVolumeSecret": {..}, ...}`) and is read at each operation (unreadable: transient). `publishContext` stands in for the VolumeAttachment when the CSIDriver requires attach.'
         return self._invoke('kcsi_mounter_new', (spec, pod))
@@ -165,7 +146,7 @@ class _HostMethods:
         "kcsi_unmounter_new: Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json` its SetUp wrote (so it works after a restart, with a new host). A missing file is `KCSI_ERR_NOT_FOUND` — unless the volume dir holds only kcsi's temp files (an interrupted SetUp or TearDown): then the unmounter's tear-down just removes them. A corrupt file is `KCSI_ERR_IO`; unsafe names `KCSI_ERR_INVALID_ARGUMENT`; a symlink below the root on the way `KCSI_ERR_FAILED_PRECONDITION`. On success `*out` receives an unmounter the caller frees with `kcsi_unmounter_free`."
         return self._invoke('kcsi_unmounter_new', (spec_name, pod_uid))
 
-    @_old_names(spec_json='spec', pod_json='pod')
+    @old_names(spec_json='spec', pod_json='pod')
     def block_mapper_new(self, spec: Json, pod: Json) -> 'BlockMapper':
         'kcsi_block_mapper_new: Creates a block mapper for a `volumeMode: Block` PersistentVolume (or plain) spec and a pod (core/v1 Pod JSON with `metadata.uid`), and writes `<rootDir>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json`. On success `*out` receives a handle the caller frees with `kcsi_block_mapper_free`.'
         return self._invoke('kcsi_block_mapper_new', (spec, pod))
@@ -174,7 +155,7 @@ class _HostMethods:
         'kcsi_block_unmapper_new: Creates a block unmapper from the volume\'s `data/vol_data.json`. `pod_uid` may be "" to only tear the device down (the kubelet\'s UnmountDevice has no pod). A missing file is `KCSI_ERR_NOT_FOUND`, unless an interrupted teardown left only kcsi\'s temp files (no staging path): then the handle\'s teardown just removes them. On success `*out` receives a handle the caller frees with `kcsi_block_unmapper_free`.'
         return self._invoke('kcsi_block_unmapper_new', (spec_name, pod_uid))
 
-    @_old_names(options_json='options')
+    @old_names(options_json='options')
     def node_expand(self, options: Json) -> bool:
         'kcsi_node_expand: Expands a volume on this node (NodeExpandVolume). `options_json`: `{"spec": <spec>, "devicePath", "deviceMountPath", "deviceStagePath", "newSize": "<quantity>", "oldSize": "<quantity>"}`; block volumes (`volumeMode: Block`) are expanded at `devicePath`, others at `deviceMountPath`. On success `*resized_out` is true. A driver without EXPAND_VOLUME gives `KCSI_ERR_NOT_SUPPORTED` (the volume was not resized). The driver\'s gRPC code stays on the error: FailedPrecondition (in use) and InvalidArgument / OutOfRange / NotFound (infeasible) are final; codes that may still be in progress are uncertain.'
         return self._invoke('kcsi_node_expand', (options,))
@@ -195,7 +176,7 @@ class _MounterMethods:
         'kcsi_mounter_path: The mount path the volume is published at: `<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<spec>/mount`. Caller frees `*path_out` with `kcsi_string_free`.'
         return self._invoke('kcsi_mounter_path', ())
 
-    @_old_names(args_json='args')
+    @old_names(args_json='args')
     def set_up(self, args: Optional[Json] = None) -> None:
         'kcsi_mounter_set_up: Publishes the volume (the kubelet\'s `SetUp`): NodePublishVolume into the mount path, with `vol_data.json` written beside it. `args_json` (NULL = none): `{"fsGroup": int, "fsGroupChangePolicy": "Always"|"OnRootMismatch", "seLinuxLabel": string, "reconstructedVolume": bool, "isRemount": bool}`, all optional, unknown keys rejected. Errors carry the class the kubelet acts on: transient (driver not registered, Kubernetes lookups), uncertain (the driver may still be publishing), or final (then the directory is removed unless something is mounted on it, or the volume is a reconstructed one or a remount, which a pod may already use). A symlink anywhere below the root on the way to the mount path is refused (`KCSI_ERR_FAILED_PRECONDITION`, naming it) before anything is written there or sent to the driver. Concurrent calls on the same volume run one after the other. Nullable: args_json.'
         return self._invoke('kcsi_mounter_set_up', (args,))
