@@ -88,12 +88,13 @@ def test_embedded_nul_is_refused_before_reaching_c(host):
 
 def test_methods_show_python_parameters_with_hints_and_defaults():
     import inspect
+    import typing
     new = inspect.signature(kcsi.Host.mounter_new)
     assert list(new.parameters) == ["self", "spec", "pod"]
     assert new.return_annotation == "Mounter"
     set_up = inspect.signature(kcsi.Mounter.set_up).parameters
     assert set_up["args"].default is None  # the header marks it Nullable
-    assert "Optional" in str(set_up["args"].annotation)
+    assert set_up["args"].annotation == typing.Optional[kcsi._types.Json]
     register = inspect.signature(kcsi.Host.register_plugin).parameters
     assert register["timeout_ms"].default == 0 and register["timeout_ms"].annotation is int
     assert inspect.signature(kcsi.Host.can_attach).return_annotation is bool
