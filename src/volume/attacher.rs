@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::csi::proto::csi;
 use crate::disk::beneath::Beneath;
 use crate::disk::paths::attachment_name;
 use crate::disk::volume_data::{self, keys, VolumeData};
