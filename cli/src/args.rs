@@ -55,6 +55,9 @@ pub enum Command {
     Watch(WatchCmd),
     /// Serve the fault proxy alone in front of a driver, for other tests.
     FaultProxy(FaultProxyCmd),
+    /// Serve a CSI driver to Podman and Docker as a volume plugin (the Docker volume plugin
+    /// protocol on a Unix socket): create, mount per caller, unmount, remove, list.
+    VolumePlugin(VolumePluginCmd),
 }
 
 #[derive(Args, Clone)]
@@ -218,6 +221,29 @@ pub struct FaultProxyCmd {
     /// Print each call on stdout.
     #[arg(long)]
     pub trace: bool,
+}
+
+#[derive(Args)]
+pub struct VolumePluginCmd {
+    /// The driver's CSI socket: unix:///path/csi.sock or /path/csi.sock.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub endpoint: String,
+    /// The plugin's name, as runtimes refer to it (`--driver NAME`, `-d NAME`).
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// Where the volumes' descriptions and the kubelet-side state live
+    /// (default: /var/lib/kcsi/NAME).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// The socket to serve (default: /run/docker/plugins/NAME.sock, where Docker looks).
+    #[arg(long, value_name = "SOCKET")]
+    pub listen: Option<PathBuf>,
+    /// The node name given to the driver (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
+    /// Deadline of each CSI call, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub timeout: f64,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {

@@ -5,6 +5,7 @@
 mod args;
 mod driver;
 mod fault_proxy;
+mod kubelet;
 mod lifecycle;
 mod node;
 mod on_disk;
@@ -13,6 +14,7 @@ mod report;
 mod session;
 mod single;
 mod steps;
+mod volume_plugin;
 mod watch;
 mod wire;
 
@@ -116,6 +118,7 @@ fn main() {
             Command::List(a) => on_disk::list(a, json),
             Command::Watch(a) => watch::run(a, json).await,
             Command::FaultProxy(a) => serve_fault_proxy(a).await,
+            Command::VolumePlugin(a) => volume_plugin::run(a).await,
         }
     });
     // Dropping the runtime would wait for the proxy's connection tasks; the exit needs no wait.

@@ -7,13 +7,12 @@ use kcsi::disk::mounts;
 use kcsi::error::{Error, ErrorKind};
 use kcsi::host::Host;
 use kcsi::node::{registration, NodeAgent};
-use kcsi::volume::attacher::{self, MountDeviceArgs};
-use kcsi::volume::block::{BlockMapper, BlockUnmapper};
+use kcsi::volume::attacher;
 use kcsi::volume::metrics;
-use kcsi::volume::mounter::{Mounter, MounterArgs, Unmounter};
 use kcsi::volume::reconstruct;
 
 use crate::driver;
+use crate::kubelet;
 use crate::node::{self, Volume};
 use crate::probe;
 use crate::session::{value, Done, Session, Stop};
@@ -124,23 +123,10 @@ pub fn target_path(
 
 pub async fn stage(s: &mut Session, host: &Host, v: &Volume) -> Result<(), Stop> {
     s.step("stage", async {
-        if v.block {
-            let mapper = BlockMapper::new(host, v.spec.clone(), node::pod(&v.pod_uid)).await?;
-            return Ok(match mapper.set_up_device(host).await? {
-                Some(p) => Done::Value((), Some(format!("staged at {}", p.display()))),
-                None => Done::Skipped("the driver has no STAGE_UNSTAGE_VOLUME".into()),
-            });
-        }
-        let dmp = attacher::device_mount_path(host, &v.spec)?;
-        let args = MountDeviceArgs {
-            fs_group: v.fs_group,
-            se_linux_label: None,
-        };
-        attacher::mount_device(host, &v.spec, &dmp.to_string_lossy(), &args).await?;
-        Ok(Done::Value(
-            (),
-            Some(format!("staged at {}", dmp.display())),
-        ))
+        Ok(match kubelet::stage(host, v).await? {
+            Some(p) => Done::Value((), Some(format!("staged at {}", p.display()))),
+            None => Done::Skipped("the driver has no STAGE_UNSTAGE_VOLUME".into()),
+        })
     })
     .await
     .map(drop)
@@ -149,19 +135,7 @@ pub async fn stage(s: &mut Session, host: &Host, v: &Volume) -> Result<(), Stop>
 pub async fn publish(s: &mut Session, host: &Host, v: &Volume) -> Result<PathBuf, Stop> {
     let path = s
         .step("publish", async {
-            if v.block {
-                let mapper = BlockMapper::new(host, v.spec.clone(), node::pod(&v.pod_uid)).await?;
-                let p = mapper.map_pod_device(host).await?;
-                let note = format!("published at {}", p.display());
-                return Ok(Done::Value(p, Some(note)));
-            }
-            let mounter = Mounter::new(host, v.spec.clone(), node::pod(&v.pod_uid))?;
-            let args = MounterArgs {
-                fs_group: v.fs_group,
-                ..Default::default()
-            };
-            mounter.set_up(host, &args).await?;
-            let p = mounter.path().to_path_buf();
+            let p = kubelet::publish(host, v).await?;
             let note = format!("published at {}", p.display());
             Ok(Done::Value(p, Some(note)))
         })
@@ -279,16 +253,9 @@ pub async fn unpublish(
     pod_uid: &str,
 ) -> Result<(), Stop> {
     s.step("unpublish", async {
-        if block {
-            BlockUnmapper::new(host, spec_name, pod_uid)?
-                .unmap_pod_device(host)
-                .await?;
-        } else {
-            Unmounter::new(host, spec_name, pod_uid)?
-                .tear_down(host)
-                .await?;
-        }
-        Ok(value(()))
+        kubelet::unpublish(host, block, spec_name, pod_uid)
+            .await
+            .map(value)
     })
     .await
     .map(drop)
@@ -303,15 +270,9 @@ pub async fn unstage(
     spec_name: &str,
 ) -> Result<(), Stop> {
     s.step("unstage", async {
-        if block {
-            BlockUnmapper::new(host, spec_name, "")?
-                .tear_down_device(host, "", "")
-                .await?;
-        } else {
-            let dmp = host.layout.device_mount_path(driver, handle)?;
-            attacher::unmount_device(host, &dmp.to_string_lossy()).await?;
-        }
-        Ok(value(()))
+        kubelet::unstage(host, block, driver, handle, spec_name)
+            .await
+            .map(value)
     })
     .await
     .map(drop)
