@@ -15,6 +15,7 @@ use crate::csi::csi_client::NodeInfo;
 use crate::csi::driver_store::DriverStore;
 use crate::csi::plugin_watcher::PluginWatcher;
 use crate::disk::paths::Layout;
+use crate::disk::volume_data;
 use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
@@ -54,6 +55,10 @@ impl Host {
                 None
             }
         };
+        // What writers killed mid-write left (vol_data.json temp files) goes now.
+        if let Err(e) = volume_data::sweep_temp_dir(&config.root_dir) {
+            tracing::warn!("{}", csi_log!("{e}"));
+        }
         let drivers = Arc::new(DriverStore::default());
         let node_updater = match &kube {
             Some(k) if config.gate("MutableCSINodeAllocatableCount") => Some(NodeUpdater::new(
@@ -169,7 +174,8 @@ impl Host {
         objects::secret_data(&kube.api, self.config.timeout, namespace, name).await
     }
 
-    /// A service-account token for `pod` (TokenRequest bound to the pod).
+    /// A service-account token for `pod` (TokenRequest bound to the pod), from the host's
+    /// token cache while it needs no refresh.
     pub async fn service_account_token(
         &self,
         pod: &Pod,
@@ -185,14 +191,15 @@ impl Host {
         let kube = self.kube(&format!(
             "cannot request a token for service account {ns}/{sa}"
         ))?;
-        objects::service_account_token(
-            &kube.api,
-            self.config.timeout,
-            pod,
-            audiences,
-            expiration_seconds,
-        )
-        .await
+        kube.tokens
+            .get(
+                &kube.api,
+                self.config.timeout,
+                pod,
+                audiences,
+                expiration_seconds,
+            )
+            .await
     }
 
     /// Publishes a registered driver's node info to the Node and CSINode objects (nothing to
