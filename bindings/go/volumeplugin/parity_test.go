@@ -13,7 +13,7 @@ import (
 )
 
 func TestNodeExpandErrorsThatMayBeInProgressAreFinalAsUpstreamWrapsThem(t *testing.T) {
-	for _, code := range []int{14, 10, 8, 4} {
+	for _, code := range []int32{14, 10, 8, 4} {
 		err := expandError(&kcsi.Error{Result: kcsi.ResultDriver, Class: kcsi.ClassUncertain, GRPCCode: code, Message: "busy"})
 		if !volumetypes.IsOperationFinishedError(err) || volumetypes.IsUncertainProgressError(err) {
 			t.Errorf("code %d: got %T, want a finished error", code, err)
