@@ -202,9 +202,8 @@ kcsi_result kcsi_host_new(const char *config_json, kcsi_host **host_out, kcsi_er
 // The host's status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...,
 // "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen",
 // "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts",
-// "lastError"}]}` with `state` one of `registering`, `registered`, `retrying` (failed, tried
-// again with backoff) or `rejected` (refused until the socket is re-created). Caller frees
-// `*status_json_out` with `kcsi_string_free`.
+// "lastError"}]}` with `state` one of `registering`, `registered` or `retrying` (failed,
+// tried again with backoff). Caller frees `*status_json_out` with `kcsi_string_free`.
 kcsi_result kcsi_host_status(kcsi_host *h, char **status_json_out, kcsi_error **err_out);
 
 // Frees a host and stops its background work, the plugin watcher at once (drivers it

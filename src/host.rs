@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::config::HostConfig;
 use crate::csi::driver_store::{Driver, DriverStore};
 use crate::disk::paths::Layout;
+use crate::disk::volume_data;
 use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
@@ -49,6 +50,10 @@ impl Host {
                 None
             }
         };
+        // What writers killed mid-write left (vol_data.json temp files) goes now.
+        if let Err(e) = volume_data::sweep_temp_dir(&config.root_dir) {
+            tracing::warn!("{}", csi_log!("{e}"));
+        }
         Ok(Host {
             layout: Layout::new(config.root_dir.clone()),
             config,
@@ -106,7 +111,8 @@ impl Host {
         objects::secret_data(&kube.api, self.config.timeout, namespace, name).await
     }
 
-    /// A service-account token for `pod` (TokenRequest bound to the pod).
+    /// A service-account token for `pod` (TokenRequest bound to the pod), from the host's
+    /// token cache while it needs no refresh.
     pub async fn service_account_token(
         &self,
         pod: &Pod,
@@ -122,14 +128,15 @@ impl Host {
         let kube = self.kube(&format!(
             "cannot request a token for service account {ns}/{sa}"
         ))?;
-        objects::service_account_token(
-            &kube.api,
-            self.config.timeout,
-            pod,
-            audiences,
-            expiration_seconds,
-        )
-        .await
+        kube.tokens
+            .get(
+                &kube.api,
+                self.config.timeout,
+                pod,
+                audiences,
+                expiration_seconds,
+            )
+            .await
     }
 
     /// `csiNodeInitialized`/`lastError` follow the CSINode start-up (upstream's

@@ -37,8 +37,10 @@ struct Outcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Verb {
+struct ApiRequest {
     verb: &'static str,
+    /// `<resource>[/<subresource>]`, e.g. `serviceaccounts/token` for a TokenRequest.
+    resource: String,
 }
 
 fn latency_histogram() -> Histogram {
@@ -54,7 +56,7 @@ pub struct Telemetry {
     csi_operations: CsiFamily,
     registrations: Family<Outcome, Counter>,
     registered_drivers: Gauge,
-    api_requests: Family<Verb, Counter>,
+    api_requests: Family<ApiRequest, Counter>,
 }
 
 impl Default for Telemetry {
@@ -85,10 +87,10 @@ impl Telemetry {
             "CSI drivers currently registered with this host",
             registered_drivers.clone(),
         );
-        let api_requests = Family::<Verb, Counter>::default();
+        let api_requests = Family::<ApiRequest, Counter>::default();
         registry.register(
             "kcsi_api_requests",
-            "HTTP requests this host sent to the Kubernetes API server, by verb",
+            "HTTP requests this host sent to the Kubernetes API server, by verb and resource",
             api_requests.clone(),
         );
         Telemetry {
@@ -137,9 +139,14 @@ impl Telemetry {
             .set(i64::try_from(registered).unwrap_or(i64::MAX));
     }
 
-    /// Counts one API request by its Kubernetes verb (`get`, `list`, `watch`, `create`, ...).
-    pub fn api_request(&self, verb: &'static str) {
-        self.api_requests.get_or_create(&Verb { verb }).inc();
+    /// Counts one API request by its Kubernetes verb (`get`, `list`, `watch`, `create`, ...)
+    /// and resource (`csinodes`, `nodes/status`, `serviceaccounts/token`, ...).
+    pub fn api_request(&self, verb: &'static str, resource: &str) {
+        let labels = ApiRequest {
+            verb,
+            resource: resource.to_string(),
+        };
+        self.api_requests.get_or_create(&labels).inc();
     }
 
     /// Adds a family owned by another part of the host (e.g. the plugin watcher's state).
@@ -267,20 +274,20 @@ mod tests {
     }
 
     #[test]
-    fn api_requests_count_by_verb() {
+    fn api_requests_count_by_verb_and_resource() {
         let t = Telemetry::new();
-        t.api_request("watch");
-        t.api_request("get");
-        t.api_request("patch");
-        t.api_request("patch");
+        t.api_request("watch", "csidrivers");
+        t.api_request("get", "secrets");
+        t.api_request("patch", "nodes/status");
+        t.api_request("patch", "nodes/status");
+        t.api_request("create", "serviceaccounts/token");
         let text = t.encode().unwrap();
-        assert!(
-            text.contains("kcsi_api_requests_total{verb=\"watch\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("kcsi_api_requests_total{verb=\"patch\"} 2"),
-            "{text}"
-        );
+        for line in [
+            r#"kcsi_api_requests_total{verb="watch",resource="csidrivers"} 1"#,
+            r#"kcsi_api_requests_total{verb="patch",resource="nodes/status"} 2"#,
+            r#"kcsi_api_requests_total{verb="create",resource="serviceaccounts/token"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 }

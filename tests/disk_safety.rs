@@ -284,6 +284,14 @@ fn kill_loop_child() {
     let dmp = Layout::new(&root)
         .device_mount_path(DRIVER, &handle)
         .unwrap();
+    if std::env::var_os("KCSI_KILL_REPUBLISH").is_some() {
+        // One staged volume republished in a loop: a vol_data.json save per NodePublish.
+        let _ = host.mount_device(&spec, &dmp);
+        std::fs::write(std::env::var("KCSI_KILL_READY").unwrap(), "").unwrap();
+        loop {
+            let _ = host.set_up(&spec, &pod(UID));
+        }
+    }
     std::fs::write(std::env::var("KCSI_KILL_READY").unwrap(), "").unwrap();
     loop {
         let _ = host.mount_device(&spec, &dmp);
@@ -329,6 +337,88 @@ fn describe_leftovers(env: &Env, handle: &str, pod_dir: &Path, sha_dir: &Path) -
     }
 }
 
+/// Starts `kill_loop_child` on `env`'s root and driver, waits until it is ready, lets it run
+/// for a random while below `max_micros`, and SIGKILLs it.
+fn run_and_kill_child(env: &Env, handle: &str, ready: &Path, republish: bool, max_micros: u64) {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "kill_loop_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KCSI_KILL_ROOT", env.root())
+        .env("KCSI_KILL_ENDPOINT", env.driver.endpoint())
+        .env("KCSI_KILL_HANDLE", handle)
+        .env("KCSI_KILL_READY", ready)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if republish {
+        command.env("KCSI_KILL_REPUBLISH", "1");
+    }
+    let mut child = command.spawn().unwrap();
+    wait_for("the child host", Duration::from_secs(30), || ready.exists());
+    std::thread::sleep(Duration::from_micros(fastrand::u64(0..max_micros)));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn kills_mid_write_leave_temp_files_only_in_kcsis_temp_dir_which_a_new_host_sweeps() {
+    // Kill a republishing host until enough kills have landed mid-write, each seen as the
+    // temp file the killed writer left: never in the pod's volume dir or the global mount dir
+    // (a dir the kubelet could then never clean), only in kcsi's temp dir.
+    const WANTED: usize = 3;
+    const MAX_KILLS: usize = 400;
+    let mut env = Env::new();
+    let handle = env.driver.create_volume("pv-kill", false, 1 << 20);
+    let (pod_dir, dmp) = (env.pod_dir("pv-kill"), env.dmp(&handle));
+    let sha_dir = dmp.parent().unwrap().to_path_buf();
+    let temp_dir = kcsi::disk::volume_data::temp_dir(env.root());
+    let scratch = short_tempdir("kcsi-kill");
+    let temps = |dir: &Path| -> Vec<String> {
+        names(dir)
+            .into_iter()
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    };
+    let (mut kills, mut mid_write) = (0, 0);
+    while mid_write < WANTED && kills < MAX_KILLS {
+        let ready = scratch.path().join(format!("ready-{kills}"));
+        run_and_kill_child(&env, &handle, &ready, true, 20_000);
+        kills += 1;
+        for dir in [&pod_dir, &sha_dir] {
+            assert_eq!(
+                temps(dir),
+                Vec::<String>::new(),
+                "kill {kills}: {}",
+                dir.display()
+            );
+        }
+        if !temps(&temp_dir).is_empty() {
+            mid_write += 1;
+        }
+        env.restart_host();
+        assert_eq!(
+            names(&temp_dir),
+            Vec::<String>::new(),
+            "kill {kills}: not swept"
+        );
+    }
+    eprintln!("{kills} kills, {mid_write} of them mid-write");
+    assert!(mid_write >= 1, "none of {kills} kills landed mid-write");
+    match env.host.tear_down("pv-kill", UID) {
+        Ok(()) => {}
+        Err(e) if e.result == KCSI_ERR_NOT_FOUND && !pod_dir.exists() => {}
+        Err(e) => panic!("teardown failed: {e:?}"),
+    }
+    env.host.unmount_device(&dmp).unwrap();
+    assert!(!pod_dir.exists() && !sha_dir.exists());
+    assert!(mounts_below(env.root()).is_empty());
+}
+
 #[test]
 fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
     const KILLS: usize = 30;
@@ -340,26 +430,7 @@ fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
     let mut left: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..KILLS {
         let ready = scratch.path().join(format!("ready-{i}"));
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "kill_loop_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("KCSI_KILL_ROOT", env.root())
-            .env("KCSI_KILL_ENDPOINT", env.driver.endpoint())
-            .env("KCSI_KILL_HANDLE", &handle)
-            .env("KCSI_KILL_READY", &ready)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for("the child host", Duration::from_secs(30), || ready.exists());
-        std::thread::sleep(Duration::from_micros(fastrand::u64(0..150_000)));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        run_and_kill_child(&env, &handle, &ready, false, 150_000);
 
         *left
             .entry(describe_leftovers(&env, &handle, &pod_dir, &sha_dir))

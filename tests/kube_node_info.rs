@@ -443,6 +443,31 @@ fn install_replaces_a_csinode_owned_by_a_previous_node_of_the_same_name() {
 }
 
 #[test]
+fn install_replaces_a_csinode_without_a_node_owner_reference() {
+    let c = admin();
+    let name = unique("ni-orphan");
+    let node = create_node(&c, &name, &[], &[], &[]);
+    let orphan = create_csinode(&c, &name, "", json!([{"name": OTHER, "nodeID": "old"}]));
+
+    install(&name, 0, None).unwrap();
+
+    let csinode = get_csinode(&c, &name).unwrap();
+    assert_ne!(
+        csinode.metadata.uid, orphan.metadata.uid,
+        "deleted and recreated"
+    );
+    let owner = &csinode.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), Some(&owner.uid)),
+        ("Node", name.as_str(), node.metadata.uid.as_ref())
+    );
+    assert_eq!(
+        drivers_json(&csinode),
+        json!([{"name": DRIVER, "nodeID": NODE_ID}])
+    );
+}
+
+#[test]
 fn install_fails_with_not_found_when_the_node_does_not_exist() {
     let name = unique("ni-nonode");
     let err = install(&name, 0, None).unwrap_err();

@@ -517,12 +517,8 @@ fn jwt_payload(token: &str) -> serde_json::Value {
     serde_json::from_slice(&out).unwrap()
 }
 
-#[test]
-fn service_account_token_is_bound_to_the_pod_with_the_requested_audience() {
-    let c = admin();
-    let node = unique("token");
-    create_node(&c, &node, &[], &[], &[]);
-    let (_root, host) = host(&node);
+/// A service account and a pod using it, both named `node`, in `default`.
+fn token_pod(c: &kcsi::kube::client::ApiClient, node: &str) -> Pod {
     let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": node}})).unwrap();
     run(
         Api::<ServiceAccount>::namespaced(c.client.clone(), "default")
@@ -534,10 +530,17 @@ fn service_account_token_is_bound_to_the_pod_with_the_requested_audience() {
         "spec": {"serviceAccountName": node, "nodeName": node, "containers": [{"name": "c", "image": "example.com/none"}]}
     }))
     .unwrap();
-    let pod =
-        run(Api::<Pod>::namespaced(c.client.clone(), "default")
-            .create(&PostParams::default(), &pod))
-        .unwrap();
+    run(Api::<Pod>::namespaced(c.client.clone(), "default").create(&PostParams::default(), &pod))
+        .unwrap()
+}
+
+#[test]
+fn service_account_token_is_bound_to_the_pod_with_the_requested_audience() {
+    let c = admin();
+    let node = unique("token");
+    create_node(&c, &node, &[], &[], &[]);
+    let (_root, host) = host(&node);
+    let pod = token_pod(&c, &node);
 
     let status =
         run(host.service_account_token(&pod, vec!["vault.example.com".into()], 3600)).unwrap();
@@ -572,6 +575,37 @@ fn service_account_token_is_bound_to_the_pod_with_the_requested_audience() {
         "{}",
         err.message()
     );
+}
+
+#[test]
+fn service_account_tokens_are_cached_per_pod_audience_and_expiration_and_counted() {
+    let c = admin();
+    let node = unique("token-cache");
+    create_node(&c, &node, &[], &[], &[]);
+    let (_root, host) = host(&node);
+    let pod = token_pod(&c, &node);
+    let token = |aud: &str, exp: i64| {
+        run(host.service_account_token(&pod, vec![aud.to_string()], exp))
+            .unwrap()
+            .token
+            .unwrap()
+    };
+    let first = token("a", 3600);
+    assert_eq!(
+        token("a", 3600),
+        first,
+        "reused well within 80 % of its TTL"
+    );
+    assert_ne!(token("b", 3600), first, "another audience is another token");
+    assert_ne!(
+        token("a", 7200),
+        first,
+        "another expiration is another token"
+    );
+    assert_eq!(token("a", 3600), first);
+    let text = host.metrics_text().unwrap();
+    let line = r#"kcsi_api_requests_total{verb="create",resource="serviceaccounts/token"} 3"#;
+    assert!(text.contains(line), "{line} in {text}");
 }
 
 fn get_pod_copy(name: &str) -> Pod {

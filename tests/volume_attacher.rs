@@ -155,6 +155,29 @@ fn mount_device_stage_timeout_is_uncertain_and_keeps_vol_data() {
 }
 
 #[test]
+fn mount_device_capability_probe_unavailable_or_deadline_is_uncertain() {
+    // v1.36.3 csi_client.go nodeGetCapabilities: a non-final code is uncertain, and
+    // MountDevice returns NodeSupportsStageUnstage's error as is. A final code stays final.
+    for (code, class) in [
+        (14, KCSI_CLASS_UNCERTAIN),
+        (4, KCSI_CLASS_UNCERTAIN),
+        (13, KCSI_CLASS_FINAL),
+    ] {
+        let f = Fixture::faulty(
+            &[&format!("--fail-rpc=NodeGetCapabilities={code}")],
+            no_attach(json!({})),
+        );
+        let handle = f.driver.create_volume("pv-caps", false, GIB);
+        let spec = fs_spec(&handle);
+        let a = f.host.attacher();
+        let dmp = a.device_mount_path(&spec).unwrap();
+        let err = a.mount_device(&spec, &dmp, None).unwrap_err();
+        assert_eq!((err.grpc, err.class), (code, class), "code {code}: {err:?}");
+        assert!(f.driver.calls("NodeStageVolume").is_empty());
+    }
+}
+
+#[test]
 fn mount_device_final_stage_error_removes_globalmount_and_vol_data() {
     let f = Fixture::faulty(&["--fail-rpc=NodeStageVolume=9"], no_attach(json!({})));
     let handle = f.driver.create_volume("pv-fail", false, GIB);
@@ -305,7 +328,7 @@ fn device_mount_paths_outside_the_plugin_dir_are_refused() {
 }
 
 #[test]
-fn wait_for_attach_without_api_server_fails_naming_the_attachment() {
+fn wait_for_attach_without_api_server_fails_naming_the_attachment_and_the_fix() {
     let host = Host::new(no_attach(json!({})));
     let a = host.attacher();
     let err = a
@@ -318,6 +341,14 @@ fn wait_for_attach_without_api_server_fails_naming_the_attachment() {
     assert!(
         err.message.starts_with(&format!(
             "volume vol-123 has GET error for volume attachment {attachment}"
+        )),
+        "{}",
+        err.message
+    );
+    // As the mounter's publishContext error does: how to fix it.
+    assert!(
+        err.message.ends_with(&format!(
+            "; if CSI driver {DRIVER} needs no attach, add {{\"metadata\": {{\"name\": \"{DRIVER}\"}}, \"spec\": {{\"attachRequired\": false}}}} to the host config's \"csiDrivers\", otherwise give the host a \"kubeconfig\""
         )),
         "{}",
         err.message

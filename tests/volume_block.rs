@@ -189,6 +189,30 @@ fn set_up_device_final_error_removes_data_dev_and_staging() {
 }
 
 #[test]
+fn capability_probe_unavailable_is_uncertain_for_map_pod_device_and_final_for_set_up_device() {
+    // Upstream: MapPodDevice's probe is inside NodePublishVolume (getNodeV1AccessModeMapper,
+    // uncertain on a non-final code); stageVolumeForBlock wraps its probe error in a plain one.
+    let f = Fixture::faulty(&["--fail-rpc=NodeGetCapabilities=14"], no_attach(json!({})));
+    let handle = f.driver.create_volume("pv-caps", true, MIB);
+    let m = f
+        .host
+        .mapper(&block_spec("pv-caps", &handle), &pod("p", POD_UID))
+        .unwrap();
+    let err = m.set_up_device().unwrap_err();
+    assert_eq!((err.grpc, err.class), (14, KCSI_CLASS_FINAL), "{err:?}");
+    assert!(
+        err.message.contains(
+            "blockMapper.stageVolumeForBlock failed to check STAGE_UNSTAGE_VOLUME capability"
+        ),
+        "{}",
+        err.message
+    );
+    let err = m.map_pod_device().unwrap_err();
+    assert_eq!((err.grpc, err.class), (14, KCSI_CLASS_UNCERTAIN), "{err:?}");
+    assert!(f.driver.calls("NodePublishVolume").is_empty());
+}
+
+#[test]
 fn set_up_device_stage_timeout_is_uncertain_and_keeps_files() {
     let mut config = no_attach(json!({}));
     config["timeoutSeconds"] = json!(1);

@@ -85,19 +85,22 @@ fn node_expand_without_expand_capability_is_not_supported() {
 }
 
 #[test]
-fn node_expand_driver_codes_map_to_upstream_classes() {
-    // (code, class, infeasible)
+fn node_expand_driver_codes_are_all_final_as_upstream_wraps_them() {
+    // (code, infeasible): upstream's expander wraps even the codes its client marks uncertain
+    // (Unavailable, Aborted, ResourceExhausted) in a plain error, which the kubelet treats as
+    // finished: it marks the expansion failed instead of retrying it as in progress.
     let cases = [
-        (9, KCSI_CLASS_FINAL, false),
-        (3, KCSI_CLASS_FINAL, true),
-        (11, KCSI_CLASS_FINAL, true),
-        (5, KCSI_CLASS_FINAL, true),
-        (13, KCSI_CLASS_FINAL, false),
-        (14, KCSI_CLASS_UNCERTAIN, false),
-        (10, KCSI_CLASS_UNCERTAIN, false),
-        (8, KCSI_CLASS_UNCERTAIN, false),
+        (9, false),
+        (3, true),
+        (11, true),
+        (5, true),
+        (13, false),
+        (14, false),
+        (10, false),
+        (8, false),
     ];
-    for (code, class, infeasible) in cases {
+    for (code, infeasible) in cases {
+        let class = KCSI_CLASS_FINAL;
         let f = Fixture::faulty(
             &[&format!("--fail-rpc=NodeExpandVolume={code}")],
             no_attach(json!({})),
@@ -146,7 +149,20 @@ fn node_expand_block_volume_uses_device_path_and_block_capability() {
 }
 
 #[test]
-fn node_expand_secret_that_cannot_be_read_is_transient() {
+fn node_expand_capability_probe_failure_is_final() {
+    let f = Fixture::faulty(&["--fail-rpc=NodeGetCapabilities=14"], no_attach(json!({})));
+    let err = expand_fs_volume(&f).unwrap_err();
+    assert_eq!((err.grpc, err.class), (14, KCSI_CLASS_FINAL), "{err:?}");
+    assert!(
+        err.message
+            .contains("Expander.NodeExpand failed to check if node supports expansion"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn node_expand_secret_that_cannot_be_read_is_final() {
     let f = Fixture::new(no_attach(json!({})));
     let (handle, dir) = fs_volume(&f);
     let spec = pv_spec(
@@ -160,7 +176,8 @@ fn node_expand_secret_that_cannot_be_read_is_transient() {
         .host
         .expand(&options(spec, json!({"deviceMountPath": dir})))
         .unwrap_err();
-    assert_eq!(err.class, KCSI_CLASS_TRANSIENT, "{err:?}");
+    // Upstream: fmt.Errorf("expander.NodeExpand failed to get NodeExpandSecretRef ..."), final.
+    assert_eq!(err.class, KCSI_CLASS_FINAL, "{err:?}");
     assert!(
         err.message
             .starts_with("fetching NodeExpandSecretRef ns/s failed"),

@@ -514,6 +514,26 @@ fn fs_group_is_applied_by_kcsi_when_driver_lacks_volume_mount_group() {
 }
 
 #[test]
+fn fs_group_is_applied_to_a_read_write_once_pod_pv() {
+    // Upstream hasReadWriteOnce (csi_util.go) accepts ReadWriteOncePod as RWO.
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let node = Host::new(no_attach(json!({})));
+    node.register_driver(&driver);
+    let (handle, _) = staged_volume(&driver, &node, "pv-rwop");
+    let mut spec = pv_spec("pv-rwop", &handle);
+    spec["persistentVolume"]["spec"]["accessModes"] = json!(["ReadWriteOncePod"]);
+    let m = node.mounter(&spec, &pod(POD_UID)).unwrap();
+    m.set_up(Some(json!({"fsGroup": 3000}))).unwrap();
+    assert_eq!(
+        last_publish(&driver)["volume_capability"]["access_mode"]["mode"],
+        Mode::SingleNodeSingleWriter as i32
+    );
+    let root = std::fs::metadata(m.path()).unwrap();
+    assert_eq!((root.gid(), root.mode() & 0o2070), (3000, 0o2070));
+    node.tear_down("pv-rwop", POD_UID).unwrap();
+}
+
+#[test]
 fn unknown_driver_is_transient_for_set_up_teardown_and_metrics() {
     let node = Host::new(json!({}));
     let m = node.mounter(&pv_spec("pv", "h"), &pod(POD_UID)).unwrap();
@@ -861,7 +881,7 @@ fn reconstruction_and_teardown_work_from_a_fresh_host() {
 }
 
 #[test]
-fn failed_volume_data_save_is_transient_and_publishes_nothing() {
+fn failed_volume_data_save_is_final_removes_the_mount_dir_and_publishes_nothing() {
     let driver = DriverProcess::hostpath("node-1", &[]);
     let node = Host::new(no_attach(json!({})));
     node.register_driver(&driver);
@@ -873,7 +893,7 @@ fn failed_volume_data_save_is_transient_and_publishes_nothing() {
     let err = m.set_up(None).unwrap_err();
     assert_eq!(
         (err.result, err.class),
-        (KCSI_ERR_IO, KCSI_CLASS_TRANSIENT),
+        (KCSI_ERR_IO, KCSI_CLASS_FINAL),
         "{}",
         err.message
     );
@@ -884,6 +904,10 @@ fn failed_volume_data_save_is_transient_and_publishes_nothing() {
         err.message
     );
     assert!(driver.requests("NodePublishVolume").is_empty());
+    assert!(
+        !m.path().exists(),
+        "upstream removes the mount dir after a failed save"
+    );
 }
 
 #[test]

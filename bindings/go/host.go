@@ -128,8 +128,7 @@ type PluginWatcherStatus struct {
 // RegistrationSocket is one registration socket in the watched directory.
 type RegistrationSocket struct {
 	Path string `json:"path"`
-	// State is "registering", "registered", "retrying" (tried again with backoff) or
-	// "rejected" (refused until the socket is re-created).
+	// State is "registering", "registered" or "retrying" (failed, tried again with backoff).
 	State     string  `json:"state"`
 	Driver    *string `json:"driver"`
 	Endpoint  *string `json:"endpoint"`

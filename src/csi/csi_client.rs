@@ -294,7 +294,9 @@ impl CsiClient {
         })
     }
 
-    /// The driver's node capabilities, probed once per connection.
+    /// The driver's node capabilities, probed once per connection. A failed probe the driver
+    /// may still be answering is uncertain (upstream `nodeGetCapabilities`); the callers whose
+    /// upstream counterpart wraps the error in a plain one make it final again.
     pub async fn capabilities(&self, deadline: Instant) -> Result<NodeCapabilities> {
         let generation = self.inner.connections.load(Ordering::SeqCst);
         if let Some((seen, caps)) = *self.inner.caps.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -313,7 +315,8 @@ impl CsiClient {
                         .await
                 },
             )
-            .await?;
+            .await
+            .map_err(mark_in_progress)?;
         let caps = parse_capabilities(&resp);
         let generation = self.inner.connections.load(Ordering::SeqCst);
         *self.inner.caps.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, caps));

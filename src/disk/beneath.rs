@@ -57,6 +57,10 @@ impl Beneath {
         })
     }
 
+    pub fn root_path(&self) -> &Path {
+        &self.root_path
+    }
+
     /// `path` relative to the root; a path that is not a plain path below it is refused.
     fn rel<'p>(&self, path: &'p Path) -> Result<&'p Path> {
         let rel = path.strip_prefix(&self.root_path).map_err(|_| {
@@ -200,36 +204,53 @@ impl Beneath {
         Ok(text)
     }
 
-    /// Writes `dir/name` durably and atomically through the new temp file `dir/tmp_name`
+    /// Writes `dir/name` durably and atomically through the new temp file `tmp_dir/tmp_name`
     /// (created exclusively, mode 0666 less the umask, as Go's `os.Create`), renamed over it.
-    pub fn write_atomic(&self, dir: &Path, name: &str, tmp_name: &str, bytes: &[u8]) -> Result<()> {
+    /// When `tmp_dir` is on another filesystem than `dir` (no atomic rename between them), the
+    /// temp file is made in `dir` instead.
+    pub fn write_atomic(
+        &self,
+        dir: &Path,
+        name: &str,
+        tmp_dir: &Path,
+        tmp_name: &str,
+        bytes: &[u8],
+    ) -> Result<()> {
         let path = dir.join(name);
-        let tmp = dir.join(tmp_name);
+        let tmp = tmp_dir.join(tmp_name);
         let (rel, rel_tmp) = (self.rel(&path)?, self.rel(&tmp)?);
         let what = "failed to save volume data file";
-        let write = || -> std::result::Result<(), Error> {
+        let write = || -> std::result::Result<(), (Option<i32>, Error)> {
             let flags =
                 OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_EXCL | OpenFlags::O_CLOEXEC;
             let mut f: File = self
                 .root
                 .create_file(rel_tmp, flags, &Permissions::from_mode(0o666))
-                .map_err(|e| self.error(what, &path, &e))?;
-            let io = |e: std::io::Error| Error::io(format!("{what} [{}]", path.display()), &e);
+                .map_err(|e| (None, self.error(what, &path, &e)))?;
+            let io =
+                |e: std::io::Error| (None, Error::io(format!("{what} [{}]", path.display()), &e));
             f.write_all(bytes).map_err(io)?;
             f.sync_all().map_err(io)?;
             self.root
                 .rename(rel_tmp, rel, RenameFlags::empty())
-                .map_err(|e| self.error(what, &path, &e))?;
+                .map_err(|e| (errno(&e), self.error(what, &path, &e)))?;
             self.root
-                .resolve(self.rel(dir)?)
+                .resolve(self.rel(dir).map_err(|e| (None, e))?)
                 .and_then(|h| h.reopen(OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY))
-                .map_err(|e| self.error(what, &path, &e))?
+                .map_err(|e| (None, self.error(what, &path, &e)))?
                 .sync_all()
                 .map_err(io)
         };
-        write().inspect_err(|_| {
-            let _ = self.root.remove_file(rel_tmp);
-        })
+        match write() {
+            Ok(()) => Ok(()),
+            Err((errno, e)) => {
+                let _ = self.root.remove_file(rel_tmp);
+                if errno == Some(libc::EXDEV) && tmp_dir != dir {
+                    return self.write_atomic(dir, name, dir, tmp_name, bytes);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Removes the file at `path`; a missing one is fine.

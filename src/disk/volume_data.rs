@@ -3,19 +3,36 @@
 //!
 //! Differs from upstream on purpose (kubernetes/kubernetes#108217): the file is written
 //! atomically (a temp file unique to the call, fsync, rename, directory fsync), so a crash leaves
-//! the old file or the new one, never an empty one; a temp file a killed write left behind is
+//! the old file or the new one, never an empty one. The temp file lives in kcsi's own
+//! directory below the plugin dir ([`temp_dir`]), not in the pod volume or global mount dir: a
+//! write killed half-way leaves nothing there (the kubelet's orphaned-pod cleanup removes only
+//! empty dirs, and a dir without `vol_data.json` is never torn down), and what it leaves in the
+//! temp dir is swept when a host starts. Only when that dir is on another filesystem than the
+//! volume dir (no atomic rename between them) is the temp file made beside the file, and then
 //! removed by the next save or teardown. Every path is resolved below the root without following
 //! symlinks ([`Beneath`]). The format and mode are upstream's: compact JSON, sorted keys, Go's
 //! HTML escaping, trailing newline, 0666 less the umask.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::beneath::{Beneath, Entry};
 use super::mounts::is_mount_point;
+use super::paths::Layout;
 use crate::error::{Error, ErrorKind, Result};
 
 pub const FILE_NAME: &str = "vol_data.json";
+
+/// The name of kcsi's temp dir in the plugin dir (the driver dirs' parent): only kcsi's temp
+/// files are at its top level, so even a driver of that name (whose volumes are in subdirs)
+/// would not be confused with it.
+const TEMP_DIR_NAME: &str = ".kcsi-tmp";
+
+/// `<root>/plugins/kubernetes.io/csi/.kcsi-tmp`: where `vol_data.json` is written before it
+/// is renamed into place.
+pub fn temp_dir(root: &Path) -> PathBuf {
+    Layout::new(root).plugin_dir().join(TEMP_DIR_NAME)
+}
 
 /// Far above what kcsi writes (a few hundred bytes); a bigger file is not kcsi's.
 const MAX_FILE_SIZE: u64 = 1 << 20;
@@ -75,16 +92,31 @@ fn process_is_alive(pid: u32) -> bool {
     pid != 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
 }
 
-/// Removes kcsi's temp files in `dir`. `all`: every one (teardown); else only those of this
-/// process (the caller holds the volume's lock, so none is still being written) and of dead
-/// ones.
-fn remove_temp_files(fs: &Beneath, dir: &Path, all: bool) -> Result<()> {
+/// Which of kcsi's temp files [`remove_temp_files`] removes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writers {
+    /// Every one (teardown).
+    All,
+    /// Those of this process (the caller holds the volume's lock, so none is still being
+    /// written) and of dead ones.
+    OwnAndDead,
+    /// Those of dead processes only (the shared temp dir, where other hosts may be writing).
+    Dead,
+}
+
+/// Removes kcsi's temp files in `dir` written by `which` processes.
+fn remove_temp_files(fs: &Beneath, dir: &Path, which: Writers) -> Result<()> {
     let own = std::process::id();
     for name in fs.list(dir)? {
         let Some(pid) = name.to_str().and_then(temp_file_pid) else {
             continue;
         };
-        if all || pid == own || !process_is_alive(pid) {
+        let remove = match which {
+            Writers::All => true,
+            Writers::OwnAndDead => pid == own || !process_is_alive(pid),
+            Writers::Dead => !process_is_alive(pid),
+        };
+        if remove {
             fs.remove_file(
                 &dir.join(&name),
                 "failed to remove stale volume data temp file",
@@ -94,13 +126,38 @@ fn remove_temp_files(fs: &Beneath, dir: &Path, all: bool) -> Result<()> {
     Ok(())
 }
 
-/// Writes `<dir>/vol_data.json` durably and atomically, then removes stale temp files there.
+/// Writes `<dir>/vol_data.json` durably and atomically through a temp file in [`temp_dir`],
+/// then removes stale temp files an older kcsi or the other-filesystem case left in `dir`.
 pub fn save(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<()> {
-    fs.write_atomic(dir, FILE_NAME, &temp_name(), encode(data).as_bytes())?;
-    if let Err(e) = remove_temp_files(fs, dir, false) {
+    let tmp_dir = temp_dir(fs.root_path());
+    let tmp_dir = match fs.mkdir_all(&tmp_dir, 0o700) {
+        Ok(()) => tmp_dir,
+        Err(e) => {
+            tracing::warn!("{}", csi_log!("{e}; writing the temp file beside the file"));
+            dir.to_path_buf()
+        }
+    };
+    fs.write_atomic(
+        dir,
+        FILE_NAME,
+        &tmp_dir,
+        &temp_name(),
+        encode(data).as_bytes(),
+    )?;
+    if let Err(e) = remove_temp_files(fs, dir, Writers::OwnAndDead) {
         tracing::warn!("{}", csi_log!("{e}"));
     }
     Ok(())
+}
+
+/// Removes what writers killed mid-write left in `root`'s [`temp_dir`] (at host start; the
+/// files of live processes, other hosts' writes in progress, stay).
+pub fn sweep_temp_dir(root: &Path) -> Result<()> {
+    let dir = temp_dir(root);
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    remove_temp_files(&Beneath::open(root)?, &dir, Writers::Dead)
 }
 
 /// Reads `<dir>/vol_data.json`. A missing file is `NotFound`; an empty or corrupt one is an
@@ -184,7 +241,7 @@ pub fn remove_mount_dir(fs: &Beneath, mount_path: &Path) -> Result<()> {
 /// Removes kcsi's temp files and `vol_data.json` in `dir`, then `dir` (which must then be
 /// empty).
 pub fn remove_volume_data_dir(fs: &Beneath, dir: &Path) -> Result<()> {
-    remove_temp_files(fs, dir, true)?;
+    remove_temp_files(fs, dir, Writers::All)?;
     fs.remove_file(&dir.join(FILE_NAME), "failed to delete volume data file")?;
     fs.remove_dir(dir, "failed to delete volume path")
 }

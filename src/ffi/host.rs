@@ -73,9 +73,8 @@ pub extern "C" fn kcsi_host_new(
 /// The host's status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ...,
 /// "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen",
 /// "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts",
-/// "lastError"}]}` with `state` one of `registering`, `registered`, `retrying` (failed, tried
-/// again with backoff) or `rejected` (refused until the socket is re-created). Caller frees
-/// `*status_json_out` with `kcsi_string_free`.
+/// "lastError"}]}` with `state` one of `registering`, `registered` or `retrying` (failed,
+/// tried again with backoff). Caller frees `*status_json_out` with `kcsi_string_free`.
 #[no_mangle]
 pub extern "C" fn kcsi_host_status(
     h: *mut kcsi_host,

@@ -59,8 +59,34 @@ fn counting<B>(
 ) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
     move |req| {
         counter.fetch_add(1, Ordering::Relaxed);
-        telemetry.api_request(verb(req.method(), req.uri()));
+        telemetry.api_request(verb(req.method(), req.uri()), &resource(req.uri()));
         req
+    }
+}
+
+/// `<resource>[/<name>[/<subresource>]]` of an API path: what follows `/api/v1/` or
+/// `/apis/<group>/<version>/` and a `namespaces/<ns>/` prefix (empty for other paths).
+fn object_path(uri: &http::Uri) -> Vec<&str> {
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segments.first() {
+        Some(&"api") => segments.get(2..),
+        Some(&"apis") => segments.get(3..),
+        _ => None,
+    }
+    .unwrap_or_default();
+    match rest {
+        ["namespaces", _, more @ ..] if !more.is_empty() => more.to_vec(),
+        other => other.to_vec(),
+    }
+}
+
+/// The resource of an API request as the API server's request info names it, with its
+/// subresource: `secrets`, `nodes/status`, `serviceaccounts/token`.
+fn resource(uri: &http::Uri) -> String {
+    match object_path(uri).as_slice() {
+        [resource, _, sub, ..] => format!("{resource}/{sub}"),
+        [resource, ..] => resource.to_string(),
+        [] => String::new(),
     }
 }
 
@@ -81,19 +107,7 @@ fn verb(method: &http::Method, uri: &http::Uri) -> &'static str {
     if watch {
         return "watch";
     }
-    // `/api/v1/...` or `/apis/<group>/<version>/...`, then `[namespaces/<ns>/]<resource>[/<name>]`.
-    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
-    let rest = match segments.first() {
-        Some(&"api") => segments.get(2..),
-        Some(&"apis") => segments.get(3..),
-        _ => None,
-    }
-    .unwrap_or_default();
-    let rest = match rest {
-        ["namespaces", _, more @ ..] if !more.is_empty() => more,
-        other => other,
-    };
-    if rest.len() == 1 {
+    if object_path(uri).len() == 1 {
         "list"
     } else {
         "get"
@@ -243,5 +257,18 @@ mod tests {
             "create"
         );
         assert_eq!(v(http::Method::PATCH, "/api/v1/nodes/n1/status"), "patch");
+        let r = |uri: &str| resource(&uri.parse().unwrap());
+        assert_eq!(
+            r("/api/v1/namespaces/d/serviceaccounts/sa/token"),
+            "serviceaccounts/token"
+        );
+        assert_eq!(r("/api/v1/nodes/n1/status"), "nodes/status");
+        assert_eq!(r("/api/v1/namespaces/default/secrets/s"), "secrets");
+        assert_eq!(
+            r("/apis/storage.k8s.io/v1/csidrivers?watch=true"),
+            "csidrivers"
+        );
+        assert_eq!(r("/api/v1/namespaces/default"), "namespaces");
+        assert_eq!(r("/version"), "");
     }
 }

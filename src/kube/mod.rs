@@ -1,6 +1,6 @@
 //! Kubernetes access for a host with a kubeconfig: the API client, the watched CSIDriver
-//! objects, direct reads (VolumeAttachment, Secret, TokenRequest), the node info manager and
-//! the CSINode start-up task. Standalone hosts have none of this.
+//! objects, direct reads (VolumeAttachment, Secret, TokenRequest), the token cache, the node
+//! info manager and the CSINode start-up task. Standalone hosts have none of this.
 
 mod backoff;
 pub mod client;
@@ -9,6 +9,7 @@ pub mod csinode_init;
 pub mod kubeconfig;
 pub mod node_info;
 pub mod objects;
+pub mod token_manager;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,12 +23,15 @@ use client::ApiClient;
 use csidriver_informer::CsiDriverInformer;
 use csinode_init::Startup;
 use node_info::NodeInfoManager;
+use token_manager::TokenManager;
 
 pub struct Kube {
     pub api: ApiClient,
     pub csidrivers: CsiDriverInformer,
     pub node_info: Arc<NodeInfoManager>,
     pub startup: Arc<Startup>,
+    /// Service-account tokens for `tokenRequests`, reused as the kubelet's token manager does.
+    pub tokens: TokenManager,
     /// The CSIDriver watch and the CSINode start-up; aborted when the host goes.
     tasks: Vec<JoinHandle<()>>,
 }
@@ -53,6 +57,7 @@ impl Kube {
             csidrivers,
             node_info,
             startup,
+            tokens: TokenManager::default(),
             tasks: vec![watch, init],
         })
     }

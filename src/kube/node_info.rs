@@ -286,14 +286,15 @@ impl NodeInfoManager {
     }
 
     /// The CSINode to write to: the existing one if the current Node owns it, else a new one.
-    /// A CSINode owned by an earlier Node of the same name (deleted and recreated) is deleted
-    /// and this try fails, so the next one creates it afresh (upstream PR #131098): updating it
-    /// would be lost when the garbage collector removes it for its dead owner.
+    /// A CSINode the current Node does not own (an earlier Node of the same name, or no Node
+    /// owner reference at all) is deleted and this try fails, so the next one creates it
+    /// afresh (upstream `ensureNodeOwnsCSINode`): updating it would be lost when the garbage
+    /// collector removes it for its dead owner, or never be collected with its Node.
     async fn owned_csinode(&self, node_uid: &str) -> Result<CSINode, ApiError> {
         let Some(csinode) = self.get_csinode().await? else {
             return self.create_csinode(node_uid).await;
         };
-        let Some(stale) = foreign_owner(&csinode, node_uid) else {
+        let Some(stale) = unowned(&csinode, &self.node_name, node_uid) else {
             return Ok(csinode);
         };
         let dp = DeleteParams {
@@ -318,8 +319,10 @@ impl NodeInfoManager {
         Err(ApiError::local(Error::new(
             ErrorKind::Kubernetes,
             format!(
-                "CSINode {} is owned by Node UID {stale}, but Node {} now has UID {node_uid}: deleted the stale CSINode so that it is recreated",
-                self.node_name, self.node_name
+                "CSINode {} was owned by different node (oldNodeID={}, newNodeID={}), deleted it",
+                crate::goquote::quote(&self.node_name),
+                crate::goquote::quote(&stale),
+                crate::goquote::quote(node_uid)
             ),
         )))
     }
@@ -613,15 +616,20 @@ pub fn set_migration_annotation(
     true
 }
 
-/// The UID of a Node owner of `csinode` other than `node_uid`, if there is one.
-fn foreign_owner(csinode: &CSINode, node_uid: &str) -> Option<String> {
-    csinode
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.kind == "Node" && o.api_version == "v1" && o.uid != node_uid)
-        .map(|o| o.uid.clone())
+/// Upstream `nodeOwnsCSINode` inverted: `None` when a Node owner reference names `node` with
+/// `node_uid`; else the UID of the last Node owner reference (empty when there is none).
+fn unowned(csinode: &CSINode, node: &str, node_uid: &str) -> Option<String> {
+    let mut owner = String::new();
+    for o in csinode.metadata.owner_references.iter().flatten() {
+        if o.kind != "Node" {
+            continue;
+        }
+        owner.clone_from(&o.uid);
+        if o.name == node && o.uid == node_uid {
+            return None;
+        }
+    }
+    Some(owner)
 }
 
 /// The strategic-merge patch from `original` to `modified` (annotations, labels and the

@@ -53,24 +53,33 @@ pub async fn secret_data(
         .collect()
 }
 
+/// The pod's namespace (`default` when unset).
+pub fn namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+/// The pod's service account (`default` when unset).
+pub fn service_account_name(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.as_deref())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+}
+
 /// `POST serviceaccounts/<sa>/token` for the pod's service account, bound to the pod so the
-/// token dies with it. Upstream's kubelet caches tokens in its token manager; kcsi asks each
-/// time (a mount is rare compared to the token lifetime).
+/// token dies with it: the token and the TTL the API server granted. The host's
+/// [`super::token_manager::TokenManager`] caches them.
 pub async fn service_account_token(
     api: &ApiClient,
     timeout: Duration,
     pod: &Pod,
     audiences: Vec<String>,
     expiration_seconds: i64,
-) -> Result<TokenRequestStatus> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+) -> Result<(TokenRequestStatus, Option<i64>)> {
+    let namespace = namespace(pod);
     let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-    let sa = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.service_account_name.as_deref())
-        .filter(|s| !s.is_empty())
-        .unwrap_or("default");
+    let sa = service_account_name(pod);
     let what = format!("token for service account {namespace}/{sa} (pod {namespace}/{pod_name})");
     if pod_name.is_empty() || pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
         return Err(Error::invalid(format!(
@@ -97,9 +106,11 @@ pub async fn service_account_token(
         sas.create_subresource("token", sa, &PostParams::default(), &request),
     )
     .await?;
-    answer.status.ok_or_else(|| {
+    let granted = answer.spec.as_ref().and_then(|s| s.expiration_seconds);
+    let status = answer.status.ok_or_else(|| {
         Error::internal(format!(
             "request {what}: the API server's answer has no status"
         ))
-    })
+    })?;
+    Ok((status, granted))
 }

@@ -12,13 +12,13 @@ use crate::disk::beneath::{Beneath, Entry};
 use crate::disk::inventory::{self, Kind};
 use crate::disk::paths::attachment_name;
 use crate::disk::volume_data::{self, keys, VolumeData};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorClass, ErrorKind, Result};
 use crate::goquote::quote;
 use crate::host::Host;
 use crate::spec::VolumeSpec;
 use crate::volume::block::BlockUnmapper;
 use crate::volume::capability::volume_capability;
-use crate::volume::operation::Operation;
+use crate::volume::operation::{standalone_hint, Operation};
 
 /// Upstream `DeviceMounterArgs`: `{"fsGroup": int, "seLinuxLabel": string}`, both optional.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -57,7 +57,8 @@ pub async fn wait_for_attach(host: &Host, spec: &VolumeSpec, timeout: Duration) 
     let va = match tokio::time::timeout(timeout, host.volume_attachment(&name)).await {
         Ok(Ok(va)) => va,
         Ok(Err(e)) => {
-            return Err(e.context(format!("volume {volume} has GET error for volume attachment {name}")).transient())
+            let e = e.context(format!("volume {volume} has GET error for volume attachment {name}"));
+            return Err(standalone_hint(host, &src.driver, e).transient());
         }
         Err(_) => {
             return Err(Error::new(
@@ -319,6 +320,7 @@ async fn unstage(
         e.context(csi_log!(
             "attacher.UnmountDevice failed to check whether STAGE_UNSTAGE_VOLUME set"
         ))
+        .with_class(ErrorClass::Final)
     })?;
     if caps.stage_unstage {
         fs.check_no_symlink(dmp, &csi_log!("attacher.UnmountDevice"))?;

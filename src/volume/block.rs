@@ -25,7 +25,7 @@ use crate::csi::proto::csi;
 use crate::disk::beneath::{Beneath, Entry};
 use crate::disk::paths::{attachment_name, BlockPaths};
 use crate::disk::volume_data::{self, keys, VolumeData};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorClass, ErrorKind, Result};
 use crate::host::Host;
 use crate::spec::{LifecycleMode, VolumeSpec};
 use crate::volume::capability::{volume_capability, FS_TYPE_BLOCK};
@@ -181,7 +181,18 @@ impl BlockMapper {
             .publish_context(&self.spec, &self.volume_handle)
             .await?
             .unwrap_or_default();
-        let caps = op.capabilities().await?;
+        // MapPodDevice's probe is inside NodePublishVolume upstream (uncertain when the driver
+        // may still answer); SetUpDevice's is wrapped in a plain, final error.
+        let caps = op.capabilities().await.map_err(|e| {
+            if what == "SetUpDevice" {
+                e.context(csi_log!(
+                    "blockMapper.stageVolumeForBlock failed to check STAGE_UNSTAGE_VOLUME capability"
+                ))
+                .with_class(ErrorClass::Final)
+            } else {
+                e
+            }
+        })?;
         Ok((op, publish_context, caps))
     }
 
@@ -385,7 +396,10 @@ impl BlockUnmapper {
             if fs.entry(staging)? == Entry::Missing {
                 tracing::debug!("{}", csi_log!("blockMapper.TearDownDevice stagingPath({}) has already been deleted, skip calling NodeUnstageVolume", staging.display()));
             } else {
-                let caps = op.capabilities().await?;
+                let caps = op.capabilities().await.map_err(|e| {
+                    e.context(csi_log!("blockMapper.unstageVolumeForBlock failed to check STAGE_UNSTAGE_VOLUME capability"))
+                        .with_class(ErrorClass::Final)
+                })?;
                 if caps.stage_unstage {
                     fs.check_no_symlink(staging, &csi_log!("blockMapper.unstageVolumeForBlock"))?;
                     let path = staging.display().to_string();

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use tonic::Code;
 
 use crate::csi::proto::csi;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorClass, ErrorKind, Result};
 use crate::host::Host;
 use crate::spec::VolumeSpec;
 use crate::volume::capability::{volume_capability, FS_TYPE_BLOCK};
@@ -31,11 +31,14 @@ pub struct ExpandOptions {
 
 /// `NodeExpand`: true once the driver expanded the volume on this node.
 ///
-/// Errors: driver not registered or expand secret unreadable → transient; driver without
-/// EXPAND_VOLUME → `NotSupported`; gRPC FailedPrecondition → final (the volume is in use; the
-/// code stays on the error); InvalidArgument, OutOfRange, NotFound → final, "infeasible"
-/// (don't retry as is); Canceled, DeadlineExceeded, Unavailable, ResourceExhausted, Aborted →
-/// uncertain; any other code → final.
+/// Errors: driver not registered → transient; everything after that is final, as upstream
+/// (`nodeExpandWithClient` wraps every error with `fmt.Errorf`, so the kubelet's
+/// `IsOperationFinishedError` is true, it marks the expansion failed and sets the PVC
+/// condition): an unreadable NodeExpandSecretRef, a failed capability probe, and every gRPC
+/// code, Canceled / DeadlineExceeded / Unavailable / ResourceExhausted / Aborted included.
+/// Driver without EXPAND_VOLUME → `NotSupported`; gRPC FailedPrecondition → the volume is in
+/// use (the code stays on the error); InvalidArgument, OutOfRange, NotFound → "infeasible"
+/// (don't retry as is).
 pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
     let new_size = quantity::parse_bytes(&opts.new_size).map_err(|e| e.context("newSize"))?;
     if let Some(old) = &opts.old_size {
@@ -63,6 +66,7 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
         e.context(csi_log!(
             "Expander.NodeExpand failed to check if node supports expansion "
         ))
+        .with_class(ErrorClass::Final)
     })?;
     if !caps.expand_volume {
         return Err(Error::new(
@@ -79,7 +83,8 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
             "NodeExpandSecretRef",
             src.node_expand_secret_ref.as_ref(),
         )
-        .await?;
+        .await
+        .map_err(|e| e.with_class(ErrorClass::Final))?;
     let (volume_path, fs_type) = if opts.spec.is_block() {
         (opts.device_path.clone(), FS_TYPE_BLOCK.to_string())
     } else {
@@ -117,6 +122,7 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
 }
 
 fn expand_error(e: Error) -> Error {
+    let e = e.with_class(ErrorClass::Final);
     let code = e.grpc_code().map(Code::from_i32);
     match code {
         Some(Code::FailedPrecondition) => {

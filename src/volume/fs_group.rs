@@ -47,7 +47,10 @@ pub fn supports_fs_group(
             .as_ref()
             .and_then(|s| s.access_modes.as_deref())
             .unwrap_or(&[]);
-        return modes.iter().any(|m| m == "ReadWriteOnce");
+        // Upstream `hasReadWriteOnce` accepts either single-node writer mode.
+        return modes
+            .iter()
+            .any(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod");
     }
     // Inline volumes are always published ReadWriteOnce.
     spec.volume.as_ref().is_some_and(|v| v.csi.is_some())
@@ -85,11 +88,12 @@ fn requires_permission_change(root: &Path, gid: u32) -> bool {
     meta.mode() & wanted != wanted || meta.mode() & SETGID == 0
 }
 
-/// Changes `path` and, for a directory that is not a symlink, everything below it.
+/// Changes everything below `path`, then `path` itself (upstream `walkDeep`): the root changes
+/// last, so a walk that fails or is killed half-way leaves the root unchanged and the next
+/// `OnRootMismatch` set-up redoes it.
 fn walk(path: &Path, gid: u32) -> Result<()> {
     let meta = fs::symlink_metadata(path)
         .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?;
-    change(path, gid, &meta);
     if meta.is_dir() {
         let entries = fs::read_dir(path)
             .map_err(|e| Error::io(format!("cannot read dir {}", path.display()), &e))?;
@@ -99,6 +103,7 @@ fn walk(path: &Path, gid: u32) -> Result<()> {
             walk(&entry.path(), gid)?;
         }
     }
+    change(path, gid, &meta);
     Ok(())
 }
 
@@ -170,8 +175,8 @@ mod tests {
             "no access modes"
         );
         assert!(
-            !supports_fs_group(&rwop, "ext4", g, ReadWriteOnceWithFsType, false),
-            "RWOP alone"
+            supports_fs_group(&rwop, "ext4", g, ReadWriteOnceWithFsType, false),
+            "RWOP alone (upstream hasReadWriteOnce)"
         );
         assert!(
             supports_fs_group(&rwo, "ext4", g, ReadWriteOnceWithFsType, false),
@@ -216,5 +221,50 @@ mod tests {
         assert_eq!(fs::metadata(sub.join("f")).unwrap().gid(), 0);
         set_volume_ownership(dir.path(), 3000, ChangePolicy::Always).unwrap();
         assert_eq!(fs::metadata(sub.join("f")).unwrap().gid(), 3000);
+    }
+
+    /// `dir/deep` and a chain of subdirectories below it longer than PATH_MAX, made relative to
+    /// open directories: reaching the bottom by its full path fails (ENAMETOOLONG), which
+    /// stops an ownership walk half-way as an unreadable directory would.
+    fn make_deeper_than_path_max(dir: &Path) {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let top = dir.join("deep");
+        fs::create_dir(&top).unwrap();
+        let name = std::ffi::CString::new("d".repeat(200)).unwrap();
+        let mut fd = OwnedFd::from(fs::File::open(&top).unwrap());
+        for _ in 0..25 {
+            // SAFETY: plain syscalls on a valid directory fd and a NUL-terminated name.
+            let next = unsafe {
+                assert_eq!(libc::mkdirat(fd.as_raw_fd(), name.as_ptr(), 0o755), 0);
+                libc::openat(
+                    fd.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            };
+            assert!(next >= 0, "{}", std::io::Error::last_os_error());
+            // SAFETY: `next` is a new fd this test owns.
+            fd = unsafe { OwnedFd::from_raw_fd(next) };
+        }
+    }
+
+    #[test]
+    fn interrupted_walk_leaves_the_root_for_on_root_mismatch_to_redo() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("f"), "x").unwrap();
+        make_deeper_than_path_max(dir.path());
+        let err = set_volume_ownership(dir.path(), 3000, ChangePolicy::OnRootMismatch).unwrap_err();
+        assert!(err.message().contains("cannot stat"), "{}", err.message());
+        assert_ne!(
+            fs::metadata(dir.path()).unwrap().gid(),
+            3000,
+            "the root changes last: a failed walk leaves it unchanged"
+        );
+        assert!(requires_permission_change(dir.path(), 3000));
+
+        fs::remove_dir_all(dir.path().join("deep")).unwrap();
+        set_volume_ownership(dir.path(), 3000, ChangePolicy::OnRootMismatch).unwrap();
+        assert_eq!(fs::metadata(dir.path()).unwrap().gid(), 3000);
+        assert_eq!(fs::metadata(dir.path().join("f")).unwrap().gid(), 3000);
     }
 }

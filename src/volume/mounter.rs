@@ -141,9 +141,9 @@ impl Mounter {
         // kcsi probes capabilities once per driver connection; upstream probes STAGE_UNSTAGE
         // (final on failure, PV only) and VOLUME_MOUNT_GROUP (transient) separately.
         let caps = op.capabilities().await.map_err(|e| match self.mode {
-            LifecycleMode::Persistent => {
-                e.context(csi_log!("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability"))
-            }
+            LifecycleMode::Persistent => e
+                .context(csi_log!("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability"))
+                .with_class(ErrorClass::Final),
             LifecycleMode::Ephemeral => e
                 .context(csi_log!(
                     "mounter.SetUpAt failed to determine if the node service has VOLUME_MOUNT_GROUP capability"
@@ -194,10 +194,11 @@ impl Mounter {
             dir,
             &self.volume_data(host, selinux_mount.then_some(label)),
         ) {
+            // Final, as upstream's SetUpAt returns the save error itself.
             self.clean_up(&fs);
             return Err(e
                 .context(csi_log!("mounter.SetUpAt failed to save volume info data"))
-                .transient());
+                .with_class(ErrorClass::Final));
         }
 
         let req = NodePublishVolumeRequest {

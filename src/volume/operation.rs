@@ -92,27 +92,12 @@ impl<'h> Operation<'h> {
             .host
             .volume_attachment(&name)
             .await
-            .map_err(|e| self.standalone_hint(e).transient())?;
+            .map_err(|e| standalone_hint(self.host, &self.driver.name, e).transient())?;
         let metadata = va
             .status
             .and_then(|s| s.attachment_metadata)
             .unwrap_or_default();
         Ok(Some(metadata.into_iter().collect()))
-    }
-
-    /// A standalone host has no VolumeAttachment to read: say how to tell kcsi the driver needs
-    /// none, or how to give it an API server.
-    fn standalone_hint(&self, err: Error) -> Error {
-        if self.host.kube.is_some() {
-            return err;
-        }
-        let hint = format!(
-            "{}; if CSI driver {} needs no attach, add {{\"metadata\": {{\"name\": \"{}\"}}, \"spec\": {{\"attachRequired\": false}}}} to the host config's \"csiDrivers\", otherwise give the host a \"kubeconfig\"",
-            err.message(),
-            self.driver.name,
-            self.driver.name
-        );
-        err.with_message(hint)
     }
 
     /// The Secret a `*SecretRef` names, values as strings; any failure is transient
@@ -168,6 +153,19 @@ impl<'h> Operation<'h> {
         };
         self.client().node_stage(req, self.deadline).await
     }
+}
+
+/// A standalone host has no VolumeAttachment to read: `err` (a failed read of one for
+/// `driver`) gets how to tell kcsi the driver needs none, or how to give it an API server.
+pub fn standalone_hint(host: &Host, driver: &str, err: Error) -> Error {
+    if host.kube.is_some() {
+        return err;
+    }
+    let hint = format!(
+        "{}; if CSI driver {driver} needs no attach, add {{\"metadata\": {{\"name\": \"{driver}\"}}, \"spec\": {{\"attachRequired\": false}}}} to the host config's \"csiDrivers\", otherwise give the host a \"kubeconfig\"",
+        err.message(),
+    );
+    err.with_message(hint)
 }
 
 /// Upstream `getPodInfoAttrs`: the five volume_context keys a driver with `podInfoOnMount`

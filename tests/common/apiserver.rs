@@ -98,9 +98,15 @@ pub fn get_csinode(c: &ApiClient, name: &str) -> Option<CSINode> {
 
 /// Creates a CSINode owned by Node `name` (UID `uid`) with these drivers
 /// (`[name, nodeID, topologyKeys?, count?]` JSON objects).
+/// Creates a CSINode owned by Node `name` with UID `uid` (empty: no owner reference).
 pub fn create_csinode(c: &ApiClient, name: &str, uid: &str, drivers: serde_json::Value) -> CSINode {
+    let owners = if uid.is_empty() {
+        json!([])
+    } else {
+        json!([{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}])
+    };
     let csinode: CSINode = serde_json::from_value(json!({
-        "metadata": {"name": name, "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}]},
+        "metadata": {"name": name, "ownerReferences": owners},
         "spec": {"drivers": drivers}
     }))
     .unwrap();

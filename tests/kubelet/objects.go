@@ -33,7 +33,9 @@ type claim struct {
 	pv, pvc, handle string
 }
 
-func (n *node) createClaim(ctx context.Context, name string, block bool) (*claim, error) {
+// createClaim makes the driver's volume and a PV and PVC bound to each other; edit, if given,
+// changes both before they are created.
+func (n *node) createClaim(ctx context.Context, name string, block bool, edit ...func(*v1.PersistentVolume, *v1.PersistentVolumeClaim)) (*claim, error) {
 	handle, err := n.createVolume(ctx, n.plugin+"-"+name, block)
 	if err != nil {
 		return nil, err
@@ -58,9 +60,6 @@ func (n *node) createClaim(ctx context.Context, name string, block bool) (*claim
 			}},
 		},
 	}
-	if pv, err = n.s.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		return nil, err
-	}
 	empty := ""
 	pvc := &v1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: c.pvc, Namespace: n.ns},
@@ -71,6 +70,12 @@ func (n *node) createClaim(ctx context.Context, name string, block bool) (*claim
 			VolumeMode:       &mode,
 			Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: size}},
 		},
+	}
+	for _, e := range edit {
+		e(pv, pvc)
+	}
+	if pv, err = n.s.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return nil, err
 	}
 	if pvc, err = n.s.client.CoreV1().PersistentVolumeClaims(n.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ type call struct {
 }
 
 // stateful methods are compared request by request; the others (capabilities, probes,
-// stats) only by count, as kcsi caches capabilities per connection.
+// stats) only by count (see countKeys and the allowlist).
 var stateful = map[string]bool{
 	"NodeStageVolume": true, "NodeUnstageVolume": true, "NodePublishVolume": true,
 	"NodeUnpublishVolume": true, "NodeGetInfo": true, "NodeExpandVolume": true,
@@ -95,16 +95,24 @@ func (n *node) normalizer(uids map[string]string, handles map[string]string) *no
 	return z
 }
 
-var ephemeralHandle = regexp.MustCompile(`csi-[0-9a-f]{64}`)
+var (
+	ephemeralHandle = regexp.MustCompile(`csi-[0-9a-f]{64}`)
+	// A JWT (a service-account token a driver got through tokenRequests) and an RFC 3339
+	// time (its expiry) differ from run to run.
+	serviceAccountToken = regexp.MustCompile(`eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*`)
+	timestamp           = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+)
 
 func (z *normalizer) apply(s string) string {
 	s = strings.NewReplacer(z.pairs...).Replace(s)
+	s = serviceAccountToken.ReplaceAllString(s, "<token>")
+	s = timestamp.ReplaceAllString(s, "<time>")
 	return ephemeralHandle.ReplaceAllString(s, "<ephemeral-handle>")
 }
 
-// callLines: stateful requests in order, in full; the rest as counts (informational).
-func (z *normalizer) callLines(calls []call) (compared, info []string) {
-	counts := map[string]int{}
+// callLines: stateful requests in order, in full; the others counted by method.
+func (z *normalizer) callLines(calls []call) (compared []string, counts map[string]int) {
+	counts = map[string]int{}
 	for _, c := range calls {
 		if !stateful[c.Method] {
 			counts[c.Method]++
@@ -113,11 +121,7 @@ func (z *normalizer) callLines(calls []call) (compared, info []string) {
 		b, _ := json.Marshal(c.Request) // sorted keys
 		compared = append(compared, c.Method+" "+z.apply(string(b)))
 	}
-	for m, k := range counts {
-		info = append(info, fmt.Sprintf("%s x%d", m, k))
-	}
-	sort.Strings(info)
-	return compared, info
+	return compared, counts
 }
 
 // fileLines lists what the CSI plugin owns under the kubelet root: pods' volume dirs and the

@@ -37,14 +37,15 @@ func (o *observation) check(key string, ok bool, detail string) {
 	}
 }
 
-// snapshot records, under prefix, the CSI requests since m, the plugin's files and the node
-// objects.
+// snapshot records, under prefix, the CSI requests since m, the plugin's files, the node
+// objects and the namespace's pods, claims, volumes and events.
 func (n *node) snapshot(ctx context.Context, o *observation, prefix string, m logMark, z *normalizer) {
-	compared, info := z.callLines(n.callsSince(m))
+	compared, counts := z.callLines(n.callsSince(m))
 	o.add(prefix+" csi requests", compared...)
-	o.add("info: "+prefix+" other csi calls", info...)
+	countKeys(o, prefix, counts)
 	o.add(prefix+" files", z.fileLines(n.root)...)
 	o.add(prefix+" node objects", n.nodeLines(ctx, z)...)
+	o.add(prefix+" api objects", n.objectLines(ctx, z)...)
 }
 
 type scenario struct {

@@ -105,6 +105,7 @@ func runSuite(args []string) error {
 	obs := map[string]map[string]*observation{} // plugin -> scenario -> observation
 	errs := map[string]map[string]error{}
 	benches := map[string]benchResult{}
+	benchErrors := 0
 	for _, plugin := range plugins {
 		obs[plugin], errs[plugin] = map[string]*observation{}, map[string]error{}
 		n := s.newNode(plugin)
@@ -132,6 +133,7 @@ func runSuite(args []string) error {
 			b, err := n.benchmark(ctx, *bench)
 			if err != nil {
 				fmt.Printf("[%s] benchmark: ERROR: %v\n", plugin, err)
+				benchErrors++
 			} else {
 				benches[plugin] = b
 			}
@@ -152,8 +154,8 @@ func runSuite(args []string) error {
 		}
 	}
 	fmt.Printf("\nsuite time %.1f s\n", time.Since(started).Seconds())
-	if failed > 0 {
-		return fmt.Errorf("%d scenario(s) failed or differ from upstream (logs kept in %s: run with -keep)", failed, s.work)
+	if failed > 0 || benchErrors > 0 {
+		return fmt.Errorf("%d scenario(s) failed or differ from upstream, %d benchmark run(s) failed (logs kept in %s: run with -keep)", failed, benchErrors, s.work)
 	}
 	return nil
 }
@@ -167,7 +169,8 @@ func (s *suite) peer(name string) (string, error) {
 }
 
 // report prints each scenario's observations side by side where they differ; it returns how
-// many scenarios failed (an error, a failed check, or a compared key that differs).
+// many scenarios failed (an error, a failed check, or a key that differs and is not on the
+// allowlist).
 func report(selected []scenario, obs map[string]map[string]*observation, errs map[string]map[string]error, show bool) int {
 	failed := 0
 	w := bufio.NewWriter(os.Stdout)
@@ -199,7 +202,9 @@ func report(selected []scenario, obs map[string]map[string]*observation, errs ma
 				continue
 			}
 			block := fmt.Sprintf("  %s\n    kcsi:\n%s\n    upstream:\n%s", key, indent(k.values[key]), indent(u.values[key]))
-			if strings.HasPrefix(key, "info: ") {
+			if reason := allowedReason(key); reason != "" {
+				infos = append(infos, block+"\n    allowed: "+reason)
+			} else if strings.HasPrefix(key, "info: ") {
 				infos = append(infos, block)
 			} else {
 				diffs = append(diffs, block)
@@ -218,7 +223,7 @@ func report(selected []scenario, obs map[string]map[string]*observation, errs ma
 			fmt.Fprintf(w, "differs:\n%s\n", d)
 		}
 		for _, d := range infos {
-			fmt.Fprintf(w, "differs (informational):\n%s\n", d)
+			fmt.Fprintf(w, "differs (allowed or detail of a failed check):\n%s\n", d)
 		}
 		for _, d := range same {
 			fmt.Fprintf(w, "same for both:\n%s\n", d)

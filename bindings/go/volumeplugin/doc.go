@@ -15,10 +15,16 @@
 // volumetypes.UncertainProgressError, transient ones TransientOperationFailure, so the
 // operation executor records the same volume states as with upstream.
 //
+// Every CSI RPC lands in csi_operations_seconds of the kubelet's own /metrics
+// (legacyregistry), labelled as upstream's (driver_name, method_name, grpc_status_code,
+// migrated): the plugin's collector reads every live kcsi host on each scrape.
+//
 // Deliberate differences from upstream:
 //   - kcsi talks to the API server with its own client, made from Config.Kubeconfig (empty:
-//     standalone), and watches CSIDriver objects itself; it does not use the VolumeHost's
-//     client, informer factory or service-account token getter (kcsi requests tokens itself).
+//     standalone, which Init refuses when the VolumeHost has an API client), and watches
+//     CSIDriver objects itself; it does not use the VolumeHost's client, informer factory or
+//     service-account token getter (kcsi requests tokens itself and caches them per host as
+//     the kubelet's token manager does).
 //   - SetUpAt and TearDownAt accept only the mounter's own path (the kubelet never passes
 //     another); kcsi owns the layout.
 //   - When kcsi applies fsGroup itself (the driver lacks VOLUME_MOUNT_GROUP), it reports no
@@ -26,7 +32,5 @@
 //     MounterArgs.VolumeOwnershipApplicator.
 //   - Attach, Detach and VolumeAttachment waits belong to the attach/detach controller:
 //     Attach and Detach return an error; VolumesAreAttached checks each VolumeAttachment once.
-//   - VerifyExhaustedResource reports false: kcsi does not refresh CSINode allocatable counts
-//     on ResourceExhausted attach errors (MutableCSINodeAllocatableCount).
 //   - GetDeviceMountRefs asks the VolumeHost's mounter, as upstream does.
 package volumeplugin

@@ -42,7 +42,10 @@ const (
 
 // expandError gives a NodeExpand failure upstream's types (expander.go nodeExpandWithClient):
 // no EXPAND_VOLUME is OperationNotSupported, a volume in use FailedPrecondition, an
-// impossible size Infeasible, each of which the kubelet's resize code acts on.
+// impossible size Infeasible, each of which the kubelet's resize code acts on. Only a driver
+// that is not registered is transient; everything else is final, even a gRPC code the CSI
+// client calls uncertain, because upstream wraps it with fmt.Errorf: the kubelet marks the
+// expansion failed and sets the PVC condition instead of retrying it as in progress.
 func expandError(err error) error {
 	var ke *kcsi.Error
 	if !errors.As(err, &ke) {
@@ -55,6 +58,8 @@ func expandError(err error) error {
 		return fmt.Errorf("Expander.NodeExpand failed to expand the volume : %w", volumetypes.NewFailedPreconditionError(err.Error()))
 	case ke.GRPCCode == grpcInvalidArgument || ke.GRPCCode == grpcOutOfRange || ke.GRPCCode == grpcNotFound:
 		return volumetypes.NewInfeasibleError("Expander.NodeExpand failed to expand the volume " + err.Error())
+	case kcsi.IsTransient(err):
+		return volumetypes.NewTransientOperationFailure(err.Error())
 	}
-	return kubeletError(err)
+	return err
 }

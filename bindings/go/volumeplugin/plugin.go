@@ -25,7 +25,9 @@ const PluginName = "kubernetes.io/csi"
 // VolumeHost at Init.
 type Config struct {
 	// Kubeconfig is the API server's kubeconfig, usually the kubelet's own; empty means
-	// standalone (no Node/CSINode updates, CSIDriver objects from CSIDrivers).
+	// standalone (no Node/CSINode updates, CSIDriver objects from CSIDrivers), which Init
+	// refuses when the VolumeHost has an API client: kcsi makes its own client and cannot
+	// take the kubelet's.
 	Kubeconfig string
 	// Timeout bounds each volume operation; zero means kcsi's default, the kubelet's 2 minutes.
 	Timeout time.Duration
@@ -75,6 +77,11 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 	if p.kcsi.Load() != nil {
 		return invalid("Init: called twice")
 	}
+	if p.cfg.Kubeconfig == "" && host.GetKubeClient() != nil {
+		return invalid("Init: the kubelet has an API client but Config.Kubeconfig is empty; " +
+			"set it to the kubelet's kubeconfig (kcsi makes its own client from it and cannot use " +
+			"the VolumeHost's), or run the kubelet without an API server for a standalone kcsi")
+	}
 	gates := map[string]bool{
 		string(features.CSIVolumeHealth):              utilfeature.DefaultFeatureGate.Enabled(features.CSIVolumeHealth),
 		string(features.SELinuxMountReadWriteOncePod): utilfeature.DefaultFeatureGate.Enabled(features.SELinuxMountReadWriteOncePod),
@@ -98,6 +105,7 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 	}
 	p.host = host
 	p.kcsi.Store(h)
+	addLegacyHost(h)
 	if kvh, ok := host.(volume.KubeletVolumeHost); ok && p.cfg.Kubeconfig != "" {
 		kvh.SetKubeletError(errors.New("CSINode is not yet initialized"))
 		go p.reportCSINode(h, kvh)
@@ -134,6 +142,7 @@ func (p *Plugin) reportCSINode(h *kcsi.Host, kvh volume.KubeletVolumeHost) {
 func (p *Plugin) Close() {
 	p.stopOnce.Do(func() { close(p.stop) })
 	if h := p.kcsi.Swap(nil); h != nil {
+		removeLegacyHost(h)
 		h.Close()
 	}
 }
@@ -222,8 +231,22 @@ func (p *Plugin) CanDeviceMount(spec *volume.Spec) (bool, error) {
 	return withHead(spec, h.CanDeviceMount)
 }
 
-// VerifyExhaustedResource is false: see the package documentation.
-func (p *Plugin) VerifyExhaustedResource(spec *volume.Spec) bool { return false }
+// VerifyExhaustedResource reports whether the volume's attach failed with ResourceExhausted
+// and, if so, refreshes the driver's CSINode allocatable count first (upstream's, under
+// MutableCSINodeAllocatableCount); false on any error, which is logged, as upstream.
+func (p *Plugin) VerifyExhaustedResource(spec *volume.Spec) bool {
+	h, err := p.ready()
+	if err != nil || spec == nil || spec.PersistentVolume == nil || spec.PersistentVolume.Spec.CSI == nil {
+		klog.ErrorS(err, "Invalid volume spec for CSI")
+		return false
+	}
+	ok, err := withHead(spec, h.VerifyExhaustedResource)
+	if err != nil {
+		klog.ErrorS(err, "kcsi: VerifyExhaustedResource failed")
+		return false
+	}
+	return ok
+}
 
 // GetDeviceMountRefs lists the other mounts of deviceMountPath's device, from the VolumeHost's
 // mounter as upstream does.

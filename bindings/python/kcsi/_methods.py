@@ -67,7 +67,7 @@ class _HostMethods:
     __slots__ = ()
 
     def status(self) -> Any:
-        'kcsi_host_status: The host\'s status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ..., "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen", "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts", "lastError"}]}` with `state` one of `registering`, `registered`, `retrying` (failed, tried again with backoff) or `rejected` (refused until the socket is re-created). Caller frees `*status_json_out` with `kcsi_string_free`.'
+        'kcsi_host_status: The host\'s status as JSON: `{"csiNodeInitialized", "lastError", "drivers", ..., "pluginWatcher"}`. `pluginWatcher` is null unless configured, else `{"dir", "socketsSeen", "lastError", "sockets": [{"path", "state", "driver", "endpoint", "attempts", "lastError"}]}` with `state` one of `registering`, `registered` or `retrying` (failed, tried again with backoff). Caller frees `*status_json_out` with `kcsi_string_free`.'
         return self._invoke('kcsi_host_status', ())
 
     def metrics(self) -> str:

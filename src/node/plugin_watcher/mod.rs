@@ -313,12 +313,25 @@ impl Tree {
             );
             return;
         }
-        // lstat: a symlink is not a socket here, so no name in the directory can lead the
-        // watcher to a socket outside it.
         match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_socket() => {
                 self.shared.ensure_worker(path, Identity::of(&m));
             }
+            // Upstream's IsUnixDomainSocket stats through a symlink: a link to a socket is
+            // registered at the link's path (known by the link's own identity, so a re-created
+            // link is a new socket).
+            Ok(m) if m.file_type().is_symlink() => match std::fs::metadata(path) {
+                Ok(target) if target.file_type().is_socket() => {
+                    self.shared.ensure_worker(path, Identity::of(&m));
+                }
+                _ => {
+                    self.shared.stop_workers(path, false);
+                    tracing::debug!(
+                        "plugin watcher: ignoring {} (not a link to a socket)",
+                        path.display()
+                    );
+                }
+            },
             Ok(m) if m.is_dir() => {
                 self.shared.stop_workers(path, false);
                 if !self.dirs.values().any(|d| d == path) {

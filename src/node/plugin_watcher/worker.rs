@@ -1,8 +1,9 @@
 //! One registration socket's worker: upstream `operation_generator.go
 //! GenerateRegisterPluginFunc` (GetInfo, ValidatePlugin, RegisterPlugin,
-//! NotifyRegistrationStatus) and `GenerateUnregisterPluginFunc`, plus what upstream lacks
-//! (kubernetes#118317, #133335): a failure that may pass is retried with exponential backoff
-//! until it succeeds or the socket goes away, and the last error stays visible.
+//! NotifyRegistrationStatus) and `GenerateUnregisterPluginFunc`. Every failure is retried
+//! with exponential backoff until registration succeeds or the socket goes away, as upstream's
+//! reconciler retries every registration its operation executor failed; the last error stays
+//! visible.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -42,11 +43,8 @@ const MAX_RETRY: Duration = Duration::from_secs(122);
 enum Phase {
     Registering,
     Registered,
-    /// Failed with an error that may pass; tried again after a pause.
+    /// Failed; tried again after a pause.
     Retrying,
-    /// Refused for good (wrong plugin type, invalid name or versions, not a registration
-    /// server): tried again only when the socket is re-created.
-    Rejected,
 }
 
 /// What status reports for one socket.
@@ -77,7 +75,6 @@ impl SocketState {
             Phase::Registering => "registering",
             Phase::Registered => "registered",
             Phase::Retrying => "retrying",
-            Phase::Rejected => "rejected",
         };
         json!({
             "path": path,
@@ -97,7 +94,6 @@ fn update(state: &Mutex<SocketState>, f: impl FnOnce(&mut SocketState)) {
 enum Outcome {
     Registered { name: String, generation: u64 },
     Retry(String),
-    Rejected(String),
     HostGone,
 }
 
@@ -133,18 +129,6 @@ pub async fn run(
                 if let Some(node) = node.upgrade() {
                     let _ = registration::deregister_generation(&node, &name, generation).await;
                 }
-                return;
-            }
-            Outcome::Rejected(message) => {
-                tracing::error!(
-                    "plugin watcher: socket {}: {message}; not retrying until the socket is re-created",
-                    socket.display()
-                );
-                update(&state, |s| {
-                    s.phase = Phase::Rejected;
-                    s.last_error = Some(message);
-                });
-                let _ = stop.await;
                 return;
             }
             Outcome::Retry(message) => {
@@ -187,12 +171,7 @@ async fn attempt(node: &Weak<NodeAgent>, socket: &Path, state: &Mutex<SocketStat
     };
     let info = match get_info(&mut client).await {
         Ok(info) => info,
-        Err(GetInfoError::Refused(e)) => {
-            return Outcome::Rejected(format!(
-                "RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {at}, err: {e}"
-            ))
-        }
-        Err(GetInfoError::Failed(e)) => {
+        Err(e) => {
             return Outcome::Retry(format!(
                 "RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {at}, err: {e}"
             ))
@@ -213,7 +192,7 @@ async fn attempt(node: &Weak<NodeAgent>, socket: &Path, state: &Mutex<SocketStat
             info.r#type
         );
         notify(&mut client, socket, false, &message).await;
-        return Outcome::Rejected(message);
+        return Outcome::Retry(message);
     }
     let Some(node) = node.upgrade() else {
         return Outcome::HostGone;
@@ -223,18 +202,14 @@ async fn attempt(node: &Weak<NodeAgent>, socket: &Path, state: &Mutex<SocketStat
     if let Err(e) = registration::validate(&node.host, name, &endpoint, versions) {
         let message = format!("RegisterPlugin error -- plugin validation failed with err: {e}");
         notify(&mut client, socket, false, &message).await;
-        return Outcome::Rejected(message);
+        return Outcome::Retry(message);
     }
     match registration::register_generation(&node, name, &endpoint, versions, None).await {
         Err(e) => {
             let message =
                 format!("RegisterPlugin error -- plugin registration failed with err: {e}");
             notify(&mut client, socket, false, &message).await;
-            if e.is_transient() {
-                Outcome::Retry(message)
-            } else {
-                Outcome::Rejected(message)
-            }
+            Outcome::Retry(message)
         }
         Ok((_, generation)) => {
             // Notified after registering, as upstream, so a registrar that hears `true` finds
@@ -282,38 +257,30 @@ async fn dial(socket: &Path) -> Result<RegistrationClient<Channel>, String> {
     }
 }
 
-enum GetInfoError {
-    /// The socket answered, but not as a registration server would: retrying cannot help.
-    Refused(String),
-    Failed(String),
-}
-
-async fn get_info(client: &mut RegistrationClient<Channel>) -> Result<PluginInfo, GetInfoError> {
+async fn get_info(client: &mut RegistrationClient<Channel>) -> Result<PluginInfo, String> {
     // One timer (no grpc-timeout header, whose expiry reads differently), so a server that
     // never answers fails the same way every time.
     let request = tonic::Request::new(InfoRequest {});
     match tokio::time::timeout(GET_INFO_TIMEOUT, client.get_info(request)).await {
-        Err(_) => Err(GetInfoError::Failed(format!(
-            "no answer within {GET_INFO_TIMEOUT:?}"
-        ))),
+        Err(_) => Err(format!("no answer within {GET_INFO_TIMEOUT:?}")),
         Ok(Ok(resp)) => Ok(resp.into_inner()),
-        Ok(Err(status)) => Err(classify(&status)),
+        Ok(Err(status)) => Err(explain(&status)),
     }
 }
 
 /// Unimplemented: the socket serves something else (a CSI driver's own socket, say).
 /// Internal without a transport cause: the answer did not decode as a PluginInfo.
-fn classify(status: &Status) -> GetInfoError {
+fn explain(status: &Status) -> String {
     let transport = std::error::Error::source(status).is_some();
     let text = status_text(status);
     match status.code() {
-        Code::Unimplemented => GetInfoError::Refused(format!(
-            "{text} (the socket does not serve the pluginregistration.Registration service)"
-        )),
-        Code::Internal if !transport => {
-            GetInfoError::Refused(format!("{text} (the answer is not a PluginInfo)"))
+        Code::Unimplemented => {
+            format!(
+                "{text} (the socket does not serve the pluginregistration.Registration service)"
+            )
         }
-        _ => GetInfoError::Failed(text),
+        Code::Internal if !transport => format!("{text} (the answer is not a PluginInfo)"),
+        _ => text,
     }
 }
 

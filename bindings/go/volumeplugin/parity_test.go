@@ -1,0 +1,69 @@
+package volumeplugin
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics/legacyregistry"
+	volumetest "k8s.io/kubernetes/pkg/volume/testing"
+	volumetypes "k8s.io/kubernetes/pkg/volume/util/types"
+	"kcsi.dev/kcsi"
+)
+
+func TestNodeExpandErrorsThatMayBeInProgressAreFinalAsUpstreamWrapsThem(t *testing.T) {
+	for _, code := range []int32{14, 10, 8, 4} {
+		err := expandError(&kcsi.Error{Result: kcsi.ResultDriver, Class: kcsi.ClassUncertain, GRPCCode: code, Message: "busy"})
+		if !volumetypes.IsOperationFinishedError(err) || volumetypes.IsUncertainProgressError(err) {
+			t.Errorf("code %d: got %T, want a finished error", code, err)
+		}
+	}
+	err := expandError(&kcsi.Error{Result: kcsi.ResultNotFound, Class: kcsi.ClassTransient, GRPCCode: -1, Message: "driver not registered"})
+	if volumetypes.IsOperationFinishedError(err) {
+		t.Errorf("an unregistered driver stays transient: got %T", err)
+	}
+}
+
+func TestInitRefusesAnEmptyKubeconfigWhenTheKubeletHasAnAPIClient(t *testing.T) {
+	root := t.TempDir()
+	host := volumetest.NewFakeVolumeHost(t, root, fake.NewSimpleClientset(), nil)
+	p := New(Config{})
+	defer p.Close()
+	err := p.Init(host)
+	if err == nil || !strings.Contains(err.Error(), "Config.Kubeconfig is empty") {
+		t.Fatalf("Init: %v", err)
+	}
+	if p.Host() != nil {
+		t.Error("a refused Init made a host")
+	}
+}
+
+func TestCSIOperationsLandInTheKubeletsLegacyRegistry(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the hostpath driver mounts")
+	}
+	newEnv(t) // registration sent NodeGetInfo
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != "csi_operations_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["driver_name"] == driverName && labels["method_name"] == "/csi.v1.Node/NodeGetInfo" &&
+				labels["grpc_status_code"] == "OK" && labels["migrated"] == "false" &&
+				m.GetHistogram().GetSampleCount() >= 1 {
+				return
+			}
+		}
+		t.Fatalf("no NodeGetInfo sample of %s in %v", driverName, mf)
+	}
+	t.Fatal("csi_operations_seconds is not in legacyregistry")
+}

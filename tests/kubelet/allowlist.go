@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// allowed lists the deliberate differences from upstream the suite accepts, once, with the
+// reason (README "Where kcsi differs from upstream on purpose"). A key matches when an
+// observation's key ends with it; every other difference fails the scenario.
+var allowed = map[string]string{
+	"NodeGetCapabilities count": "kcsi probes capabilities once per driver connection; upstream before every stage, publish, expand and stats call",
+	"NodeGetVolumeStats count":  "the kubelet's volume stats collector runs on its own timer: the count depends on how long each run takes",
+}
+
+// allowedReason is why key may differ, or "" when it must not.
+func allowedReason(key string) string {
+	for suffix, reason := range allowed {
+		if strings.HasSuffix(key, suffix) {
+			return reason
+		}
+	}
+	return ""
+}
+
+// countKeys records the counts of the methods compared only by count: those on the
+// allowlist each under their own key, all others together under one compared key.
+func countKeys(o *observation, prefix string, counts map[string]int) {
+	var lines []string
+	for m, k := range counts {
+		key := m + " count"
+		if allowedReason(key) != "" {
+			o.add(prefix+" "+key, fmt.Sprint(k))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s x%d", m, k))
+	}
+	sort.Strings(lines)
+	o.add(prefix+" csi request counts", lines...)
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The scenarios of the corners the kubelet records differently when a plugin differs:
+// ReadWriteOncePod with fsGroup, read-only claims, secrets, and service-account tokens with
+// requiresRepublish.
+func init() {
+	scenarios = append(scenarios,
+		scenario{"rwop-fsgroup", rwopFSGroup},
+		scenario{"read-only-pvc", readOnlyPVC},
+		scenario{"secrets", secrets},
+		scenario{"token-republish", tokenRepublish},
+	)
+}
+
+// withCSIDriver changes the suite's CSIDriver for one scenario and returns the undo. Both
+// plugins watch CSIDriver objects; the pause lets their caches catch up.
+func (n *node) withCSIDriver(ctx context.Context, edit func(*storagev1.CSIDriverSpec)) (func(), error) {
+	drivers := n.s.client.StorageV1().CSIDrivers()
+	update := func(edit func(*storagev1.CSIDriverSpec)) error {
+		d, err := drivers.Get(ctx, driverName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(&d.Spec)
+		if _, err := drivers.Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		time.Sleep(2 * time.Second)
+		return nil
+	}
+	if err := update(edit); err != nil {
+		return nil, err
+	}
+	return func() {
+		if err := update(func(s *storagev1.CSIDriverSpec) { *s = hostpathCSIDriver().Spec }); err != nil {
+			fmt.Fprintf(os.Stderr, "kubelet-e2e: restoring the CSIDriver: %v\n", err)
+		}
+	}, nil
+}
+
+// ownership is "gid <g> mode <m>" of the volume root, for comparison.
+func ownership(path string) string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("gid %d mode %o", st.Gid, st.Mode&0o7777)
+}
+
+// rwopFSGroup: a ReadWriteOncePod PV with an fsType under fsGroupPolicy
+// ReadWriteOnceWithFSType: upstream's hasReadWriteOnce accepts RWOP, so the fsGroup is applied.
+func rwopFSGroup(ctx context.Context, n *node, o *observation) error {
+	restore, err := n.withCSIDriver(ctx, func(s *storagev1.CSIDriverSpec) {
+		p := storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy
+		s.FSGroupPolicy = &p
+	})
+	if err != nil {
+		return err
+	}
+	defer restore()
+	c, err := n.createClaim(ctx, "rwop", false, func(pv *v1.PersistentVolume, pvc *v1.PersistentVolumeClaim) {
+		pv.Spec.AccessModes = []v1.PersistentVolumeAccessMode{v1.ReadWriteOncePod}
+		pv.Spec.CSI.FSType = "ext4"
+		pvc.Spec.AccessModes = pv.Spec.AccessModes
+	})
+	if err != nil {
+		return err
+	}
+	defer n.deleteClaim(context.Background(), c)
+	pod := n.pod("rwop", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	gid := int64(3456)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
+	return n.runPod(ctx, o, pod, map[string]string{"rwop": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		got := ownership(mountPath(n, pod, c.pv))
+		o.add("running: ownership", got)
+		o.check("fsGroup is applied to a ReadWriteOncePod volume", strings.HasPrefix(got, "gid 3456 "), got)
+		return nil
+	})
+}
+
+// readOnlyPVC: the pod mounts its claim read-only: NodePublish says so and the mount refuses
+// writes.
+func readOnlyPVC(ctx context.Context, n *node, o *observation) error {
+	c, err := n.createClaim(ctx, "ro", false)
+	if err != nil {
+		return err
+	}
+	defer n.deleteClaim(context.Background(), c)
+	vol := claimVolume(c)
+	vol.PersistentVolumeClaim.ReadOnly = true
+	pod := n.pod("ro", []v1.Volume{vol}, []v1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}}, nil)
+	return n.runPod(ctx, o, pod, map[string]string{"ro": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		err := os.WriteFile(filepath.Join(mountPath(n, pod, c.pv), "x"), []byte("x"), 0o644)
+		o.check("a write through the read-only mount fails with EROFS", errors.Is(err, syscall.EROFS), fmt.Sprint(err))
+		return nil
+	})
+}
+
+// secrets: NodeStage and NodePublish secrets from a Secret the PV names.
+func secrets(ctx context.Context, n *node, o *observation) error {
+	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "csi-secret", Namespace: n.ns},
+		StringData: map[string]string{"username": "kcsi", "password": "not-logged"}}
+	if _, err := n.s.client.CoreV1().Secrets(n.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	defer n.s.client.CoreV1().Secrets(n.ns).Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
+	ref := &v1.SecretReference{Name: secret.Name, Namespace: n.ns}
+	c, err := n.createClaim(ctx, "secrets", false, func(pv *v1.PersistentVolume, _ *v1.PersistentVolumeClaim) {
+		pv.Spec.CSI.NodeStageSecretRef = ref
+		pv.Spec.CSI.NodePublishSecretRef = ref
+	})
+	if err != nil {
+		return err
+	}
+	defer n.deleteClaim(context.Background(), c)
+	pod := n.pod("secrets", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	m := n.mark()
+	return n.runPod(ctx, o, pod, map[string]string{"secrets": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		var withSecrets []string
+		for _, c := range n.callsSince(m) {
+			if s, ok := c.Request["secrets"]; ok && (c.Method == "NodeStageVolume" || c.Method == "NodePublishVolume") {
+				withSecrets = append(withSecrets, fmt.Sprintf("%s %v", c.Method, s))
+			}
+		}
+		o.check("NodeStage and NodePublish carry the Secret", len(withSecrets) == 2, strings.Join(withSecrets, "; "))
+		return nil
+	})
+}
+
+// tokenRepublish: a CSIDriver with tokenRequests and requiresRepublish: the kubelet publishes
+// the volume again on every pod sync (5 s here), each time with a token for the audience,
+// and the token is reused (the kubelet's token manager; kcsi's per-host cache) while fresh.
+func tokenRepublish(ctx context.Context, n *node, o *observation) error {
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "token-sa", Namespace: n.ns}}
+	if _, err := n.s.client.CoreV1().ServiceAccounts(n.ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	defer n.s.client.CoreV1().ServiceAccounts(n.ns).Delete(context.Background(), sa.Name, metav1.DeleteOptions{})
+	restore, err := n.withCSIDriver(ctx, func(s *storagev1.CSIDriverSpec) {
+		t := true
+		exp := int64(3600)
+		s.RequiresRepublish = &t
+		s.TokenRequests = []storagev1.TokenRequest{{Audience: "kcsi-e2e", ExpirationSeconds: &exp}}
+	})
+	if err != nil {
+		return err
+	}
+	defer restore()
+	c, err := n.createClaim(ctx, "token", false)
+	if err != nil {
+		return err
+	}
+	defer n.deleteClaim(context.Background(), c)
+	pod := n.pod("token", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod.Spec.ServiceAccountName = sa.Name
+	m := n.mark()
+	return n.runPod(ctx, o, pod, map[string]string{"token": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		var tokens []string
+		err := waitFor(ctx, 40*time.Second, "three republishes", func() (bool, error) {
+			tokens = nil
+			for _, c := range n.callsSince(m) {
+				if c.Method == "NodePublishVolume" {
+					tokens = append(tokens, serviceAccountToken.FindString(fmt.Sprint(c.Request["volume_context"])))
+				}
+			}
+			return len(tokens) >= 4, nil
+		})
+		o.check("the volume is published again on every sync", err == nil, fmt.Sprint(err))
+		same := len(tokens) > 0 && tokens[0] != ""
+		for _, t := range tokens {
+			same = same && t == tokens[0]
+		}
+		o.check("every republish carries the same, cached token", same, fmt.Sprintf("%d publishes", len(tokens)))
+		return nil
+	})
+}
