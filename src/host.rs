@@ -56,13 +56,15 @@ impl Host {
         };
         let drivers = Arc::new(DriverStore::default());
         let node_updater = match &kube {
-            Some(k) if config.gate("MutableCSINodeAllocatableCount") => Some(NodeUpdater::new(
-                drivers.clone(),
-                k.csidrivers.clone(),
-                k.node_info.clone(),
-                config.timeout,
-                crate::runtime::handle()?,
-            )),
+            Some(k) if config.gate("MutableCSINodeAllocatableCount") && !config.is_controller() => {
+                Some(NodeUpdater::new(
+                    drivers.clone(),
+                    k.csidrivers.clone(),
+                    k.node_info.clone(),
+                    config.timeout,
+                    crate::runtime::handle()?,
+                ))
+            }
             _ => None,
         };
         Ok(Host {
@@ -98,6 +100,18 @@ impl Host {
         if let Some(w) = self.plugin_watcher.get() {
             w.stop();
         }
+    }
+
+    /// Refuses a node-only `call` on a controller host (it has no node, no volumes on disk
+    /// and no registered drivers).
+    pub fn node_only(&self, call: &str) -> Result<()> {
+        if self.config.is_controller() {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                format!("{call} is a node call, and this host has \"role\": \"controller\" (the attach/detach half)"),
+            ));
+        }
+        Ok(())
     }
 
     /// After `name` was registered or deregistered: the allocatable updater follows
@@ -227,11 +241,13 @@ impl Host {
             .as_ref()
             .map_or((false, None), |k| k.startup.snapshot());
         json!({
+            "role": if self.config.is_controller() { "controller" } else { "node" },
             "nodeName": self.config.node_name,
             "standalone": self.kube.is_none(),
             "csiNodeInitialized": initialized,
             "lastError": last_error,
             "csiDriversSynced": self.kube.as_ref().map(|k| k.csidrivers.is_synced()),
+            "volumeAttachmentsSynced": self.kube.as_ref().and_then(|k| k.volume_attachments.as_ref()).map(|v| v.is_synced()),
             "apiRequests": self.kube.as_ref().map(|k| k.api.requests_sent()),
             "drivers": self.drivers_json(),
             "pluginWatcher": self.plugin_watcher.get().map(PluginWatcher::status),

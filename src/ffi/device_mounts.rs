@@ -29,6 +29,7 @@ pub extern "C" fn kcsi_list_device_mounts(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_list_device_mounts")?;
         out_arg(mounts_json_out, "mounts_json_out")?;
         let mounts = host.layout.device_mounts(&host.layout.beneath()?)?;
         write_json(mounts_json_out, &mounts, "device mounts")
@@ -50,6 +51,7 @@ pub extern "C" fn kcsi_unmount_device_by_handle(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_unmount_device_by_handle")?;
         let driver = str_arg(driver, "driver")?;
         let volume_handle = str_arg(volume_handle, "volume_handle")?;
         runtime::block_on(attacher::unmount_device_by_handle(

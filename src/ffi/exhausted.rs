@@ -27,6 +27,7 @@ pub extern "C" fn kcsi_verify_exhausted_resource(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_verify_exhausted_resource")?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         out_arg(out, "out")?;
         let exhausted = runtime::block_on(node_updater::verify_exhausted_resource(&host, &spec))?;

@@ -24,6 +24,7 @@ pub extern "C" fn kcsi_validate_plugin(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_validate_plugin")?;
         let name = str_arg(name, "name")?;
         let endpoint = str_arg(endpoint, "endpoint")?;
         let versions = str_array(versions, versions_len, "versions")?;
@@ -47,6 +48,7 @@ pub extern "C" fn kcsi_register_plugin(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_register_plugin")?;
         let name = str_arg(name, "name")?;
         let endpoint = str_arg(endpoint, "endpoint")?;
         let versions = str_array(versions, versions_len, "versions")?;
@@ -69,6 +71,7 @@ pub extern "C" fn kcsi_deregister_plugin(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_deregister_plugin")?;
         let name = str_arg(name, "name")?;
         runtime::block_on(registration::deregister(&host, name))?
     })
