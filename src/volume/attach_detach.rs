@@ -249,11 +249,13 @@ pub async fn detach(host: &Host, volume_name: &str, node: &str, timeout: Duratio
         }
         match objects::volume_attachment(&kube.api, left, &name).await {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e
-                .context(csi_log!(
+            Err(e) => {
+                return Err(e
+                    .context(csi_log!(
                     "detacher.WaitForDetach failed for volume [{handle}] (will continue to try)"
                 ))
-                .transient()),
+                    .transient())
+            }
             Ok(va) => {
                 if let Some(e) = va.status.as_ref().and_then(|s| s.detach_error.as_ref()) {
                     return Err(volume_error(e));
