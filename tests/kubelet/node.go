@@ -129,16 +129,7 @@ func (n *node) startKubelet(ctx context.Context) error {
 		if !ready {
 			return false, nil
 		}
-		cn, err := n.s.client.StorageV1().CSINodes().Get(ctx, n.name, metav1.GetOptions{})
-		if err != nil {
-			return false, ignoreNotFound(err)
-		}
-		for _, d := range cn.Spec.Drivers {
-			if d.Name == driverName {
-				return true, nil
-			}
-		}
-		return false, nil
+		return n.csiNodeHas(ctx, driverName)
 	})
 }
 
@@ -188,15 +179,15 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 	}
 }
 
-// createVolume makes a volume in the driver, as the external provisioner would.
-func (n *node) createVolume(ctx context.Context, name string, block bool) (string, error) {
+// createVolume makes a volume in the driver at conn, as the external provisioner would.
+func createVolume(ctx context.Context, conn *grpc.ClientConn, name string, block bool) (string, error) {
 	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
 	if block {
 		capability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
 	} else {
 		capability.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}}
 	}
-	resp, err := csi.NewControllerClient(n.csi).CreateVolume(ctx, &csi.CreateVolumeRequest{
+	resp, err := csi.NewControllerClient(conn).CreateVolume(ctx, &csi.CreateVolumeRequest{
 		Name: name, VolumeCapabilities: []*csi.VolumeCapability{capability},
 		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20},
 	})
@@ -206,8 +197,8 @@ func (n *node) createVolume(ctx context.Context, name string, block bool) (strin
 	return resp.Volume.VolumeId, nil
 }
 
-func (n *node) deleteVolume(ctx context.Context, handle string) error {
-	_, err := csi.NewControllerClient(n.csi).DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: handle})
+func deleteVolume(ctx context.Context, conn *grpc.ClientConn, handle string) error {
+	_, err := csi.NewControllerClient(conn).DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: handle})
 	return err
 }
 

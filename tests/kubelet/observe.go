@@ -28,13 +28,17 @@ type call struct {
 var stateful = map[string]bool{
 	"NodeStageVolume": true, "NodeUnstageVolume": true, "NodePublishVolume": true,
 	"NodeUnpublishVolume": true, "NodeGetInfo": true, "NodeExpandVolume": true,
+	"ControllerPublishVolume": true, "ControllerUnpublishVolume": true,
 }
 
 // logMark is a position in the driver's log.
 type logMark int64
 
-func (n *node) mark() logMark {
-	fi, err := os.Stat(n.driverLog)
+func (n *node) mark() logMark { return markOf(n.driverLog) }
+
+// markOf is the end of the driver log at path.
+func markOf(path string) logMark {
+	fi, err := os.Stat(path)
 	if err != nil {
 		return 0
 	}
@@ -42,8 +46,11 @@ func (n *node) mark() logMark {
 }
 
 // callsSince reads the requests logged after m.
-func (n *node) callsSince(m logMark) []call {
-	f, err := os.Open(n.driverLog)
+func (n *node) callsSince(m logMark) []call { return callsIn(n.driverLog, m) }
+
+// callsIn reads the requests a driver logged to log after m.
+func callsIn(log string, m logMark) []call {
+	f, err := os.Open(log)
 	if err != nil {
 		return nil
 	}

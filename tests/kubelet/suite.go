@@ -23,6 +23,7 @@ type suite struct {
 	repo, work          string
 	self                string
 	hostpath, registrar string
+	attacher            string // external-attacher, for the attach scenarios
 	kubeconfig          string
 	client              *clientset.Clientset
 }
@@ -52,6 +53,9 @@ func runSuite(args []string) error {
 		return err
 	}
 	if s.registrar, err = s.peer("registrar"); err != nil {
+		return err
+	}
+	if s.attacher, err = s.peer("attacher"); err != nil {
 		return err
 	}
 	s.work = *work
@@ -105,6 +109,7 @@ func runSuite(args []string) error {
 	obs := map[string]map[string]*observation{} // plugin -> scenario -> observation
 	errs := map[string]map[string]error{}
 	benches := map[string]benchResult{}
+	attachBenches := map[string]attachBenchResult{}
 	for _, plugin := range plugins {
 		obs[plugin], errs[plugin] = map[string]*observation{}, map[string]error{}
 		n := s.newNode(plugin)
@@ -135,6 +140,11 @@ func runSuite(args []string) error {
 			} else {
 				benches[plugin] = b
 			}
+			if b, err := n.attachBenchmark(ctx, *bench); err != nil {
+				fmt.Printf("[%s] attach benchmark: ERROR: %v\n", plugin, err)
+			} else {
+				attachBenches[plugin] = b
+			}
 		}
 		n.stop()
 		if left := mountPoints(n.dir); len(left) > 0 {
@@ -148,6 +158,13 @@ func runSuite(args []string) error {
 		for _, p := range plugins {
 			if b, ok := benches[p]; ok {
 				fmt.Printf("  %-8s all Running %6.1f s   all torn down %6.1f s\n", p, b.running.Seconds(), b.torndown.Seconds())
+			}
+		}
+		fmt.Printf("attach benchmark: %d pods, one attach-required PVC each (attach/detach controller + external-attacher)\n", *bench)
+		for _, p := range plugins {
+			if b, ok := attachBenches[p]; ok {
+				fmt.Printf("  %-8s all attached %6.1f s   all Running %6.1f s   all detached %6.1f s   status.attached -> volumesAttached %s\n",
+					p, b.attached.Seconds(), b.running.Seconds(), b.detached.Seconds(), durationStats(b.attachToListed))
 			}
 		}
 	}
