@@ -333,6 +333,46 @@ kcsi_result kcsi_attacher_unmount_device(kcsi_attacher *a,
                                          const char *device_mount_path,
                                          kcsi_error **err_out);
 
+// Controller hosts only (`"role": "controller"`). Attach: creates the VolumeAttachment
+// `csi-<sha256(handle+driver+node)>` for a PersistentVolume spec on `node_name` (its
+// `spec.source` the PV's name, or with `"inlineVolumeSpecForCSIMigration": true` the PV's
+// spec; one that exists is kept) and waits on the host's watch until the external-attacher
+// sets `status.attached` (the name is written to `*attach_id_out`, freed with
+// `kcsi_string_free`) or `status.attachError` (final `KCSI_ERR_DRIVER`, its message verbatim,
+// its `errorCode` as the gRPC code), or until `timeout_ms` passes (transient
+// `KCSI_ERR_TIMEOUT`, "timed out waiting for external-attacher of <driver> CSI driver to
+// attach volume <handle>"). `timeout_ms <= 0`: the host's timeout. On a node host:
+// `KCSI_ERR_NOT_SUPPORTED` ("attaching volumes from the kubelet is not supported").
+kcsi_result kcsi_attacher_attach(kcsi_attacher *a,
+                                 const char *spec_json,
+                                 const char *node_name,
+                                 int64_t timeout_ms,
+                                 char **attach_id_out,
+                                 kcsi_error **err_out);
+
+// Controller hosts only. Detach: `volume_name` is `<driver>^<handle>` (what
+// `kcsi_get_volume_name` returns); deletes that volume's VolumeAttachment on `node_name` and
+// waits until it is gone (the external-attacher called ControllerUnpublishVolume).
+// `status.detachError` is a final `KCSI_ERR_DRIVER`; an attachment that does not exist is
+// `KCSI_OK`; the timeout is a transient `KCSI_ERR_TIMEOUT`. `timeout_ms <= 0`: the host's
+// timeout.
+kcsi_result kcsi_attacher_detach(kcsi_attacher *a,
+                                 const char *volume_name,
+                                 const char *node_name,
+                                 int64_t timeout_ms,
+                                 kcsi_error **err_out);
+
+// Controller hosts only. VolumesAreAttached: `specs_json` is a JSON array of PersistentVolume
+// specs; `*json_out` (freed with `kcsi_string_free`) a JSON array of booleans in the same
+// order: whether each volume's VolumeAttachment on `node_name` has `status.attached`, read
+// from the host's watch (a GET when the watch lacks it). A driver whose CSIDriver says
+// `attachRequired: false` is attached; a failed lookup is not.
+kcsi_result kcsi_attacher_volumes_are_attached(kcsi_attacher *a,
+                                               const char *specs_json,
+                                               const char *node_name,
+                                               char **json_out,
+                                               kcsi_error **err_out);
+
 // Frees an attacher. Calling with NULL is fine.
 void kcsi_attacher_free(kcsi_attacher *a);
 

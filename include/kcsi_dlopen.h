@@ -142,6 +142,28 @@ typedef kcsi_result (*kcsi_attacher_unmount_device_fn)(kcsi_attacher *a,
                                                        const char *device_mount_path,
                                                        kcsi_error **err_out);
 
+// The type of `kcsi_attacher_attach`.
+typedef kcsi_result (*kcsi_attacher_attach_fn)(kcsi_attacher *a,
+                                               const char *spec_json,
+                                               const char *node_name,
+                                               int64_t timeout_ms,
+                                               char **attach_id_out,
+                                               kcsi_error **err_out);
+
+// The type of `kcsi_attacher_detach`.
+typedef kcsi_result (*kcsi_attacher_detach_fn)(kcsi_attacher *a,
+                                               const char *volume_name,
+                                               const char *node_name,
+                                               int64_t timeout_ms,
+                                               kcsi_error **err_out);
+
+// The type of `kcsi_attacher_volumes_are_attached`.
+typedef kcsi_result (*kcsi_attacher_volumes_are_attached_fn)(kcsi_attacher *a,
+                                                             const char *specs_json,
+                                                             const char *node_name,
+                                                             char **json_out,
+                                                             kcsi_error **err_out);
+
 // The type of `kcsi_attacher_free`.
 typedef void (*kcsi_attacher_free_fn)(kcsi_attacher *a);
 

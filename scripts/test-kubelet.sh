@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Kubelet suite: kcsi inside the real kubelet code (tests/kubelet, see its main.go), against a
-# real kube-apiserver + etcd, the real node-driver-registrar and the real hostpath driver,
+# real kube-apiserver + etcd, the real node-driver-registrar and the real hostpath driver (and,
+# for the attach scenarios, the real attach/detach controller and external-attacher),
 # every scenario also run with upstream's CSI plugin and compared; then the volumeplugin
 # package's own tests against the real hostpath driver.
 #   KCSI_KUBELET_BENCH=<n>    pods in the start/teardown benchmark (default 32; 0 skips it)
@@ -19,6 +20,7 @@ PREFIX=${KCSI_GO_PREFIX:-$REPO/target/go-prefix}
 make --no-print-directory install PREFIX="$PREFIX" >/dev/null || exit 1
 scripts/peers/path.sh hostpath >/dev/null 2>&1 || scripts/peers/build.sh hostpath || exit 1
 scripts/peers/path.sh registrar >/dev/null 2>&1 || scripts/peers/build.sh registrar || exit 1
+scripts/peers/path.sh attacher >/dev/null 2>&1 || scripts/peers/build.sh attacher || exit 1
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 

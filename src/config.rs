@@ -46,11 +46,23 @@ struct RawConfig {
     #[serde(default)]
     plugin_watcher: bool,
     plugins_registry_dir: Option<String>,
+    role: Option<String>,
+}
+
+/// Which half of upstream's CSI plugin a host is: the kubelet's (`"node"`, the default) or
+/// the attach/detach controller's (`"controller"`, in the kube-controller-manager).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Node,
+    Controller,
 }
 
 #[derive(Clone, Debug)]
 pub struct HostConfig {
+    pub role: Role,
+    /// Empty on a controller host (it serves every node).
     pub node_name: String,
+    /// Empty on a controller host (it has no volumes on disk).
     pub root_dir: PathBuf,
     pub kubeconfig: Option<PathBuf>,
     pub timeout: Duration,
@@ -67,20 +79,22 @@ impl HostConfig {
     pub fn from_json(json: &str) -> Result<HostConfig> {
         let raw: RawConfig = serde_json::from_str(json)
             .map_err(|e| Error::invalid(format!("host config is not valid: {e}")))?;
-        let node_name = raw
-            .node_name
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| Error::invalid("host config is not valid: \"nodeName\" is required"))?;
-        check_name("nodeName", &node_name)?;
-        let root_dir = raw
-            .root_dir
-            .filter(|r| !r.is_empty())
-            .ok_or_else(|| Error::invalid("host config is not valid: \"rootDir\" is required"))?;
-        if !root_dir.starts_with('/') || root_dir.contains('\0') {
-            return Err(Error::invalid(format!(
-                "host config is not valid: \"rootDir\" must be an absolute path, got {root_dir:?}"
-            )));
-        }
+        let role = match raw.role.as_deref() {
+            None | Some("node") => Role::Node,
+            Some("controller") => Role::Controller,
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "host config is not valid: \"role\" must be \"node\" or \"controller\", got {other:?}"
+                )))
+            }
+        };
+        let (node_name, root_dir) = match role {
+            Role::Node => node_identity(&raw)?,
+            Role::Controller => {
+                controller_checks(&raw)?;
+                (String::new(), PathBuf::new())
+            }
+        };
         let timeout = match raw.timeout_seconds {
             None => DEFAULT_TIMEOUT,
             Some(t) if t.is_finite() && t > 0.0 && t <= MAX_TIMEOUT.as_secs_f64() => Duration::from_secs_f64(t),
@@ -135,8 +149,9 @@ impl HostConfig {
             _ => {}
         }
         Ok(HostConfig {
+            role,
             node_name,
-            root_dir: PathBuf::from(root_dir),
+            root_dir,
             kubeconfig,
             timeout,
             feature_gates: raw.feature_gates,
@@ -144,6 +159,10 @@ impl HostConfig {
             plugin_watcher: raw.plugin_watcher,
             plugins_registry_dir,
         })
+    }
+
+    pub fn is_controller(&self) -> bool {
+        self.role == Role::Controller
     }
 
     /// The gate as the config sets it, else its v1.36.3 default.
@@ -154,6 +173,55 @@ impl HostConfig {
             .is_some_and(|(_, on)| *on);
         self.feature_gates.get(name).copied().unwrap_or(default)
     }
+}
+
+/// A node host's `nodeName` and `rootDir`, both required.
+fn node_identity(raw: &RawConfig) -> Result<(String, PathBuf)> {
+    let node_name = raw
+        .node_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Error::invalid("host config is not valid: \"nodeName\" is required"))?;
+    check_name("nodeName", &node_name)?;
+    let root_dir = raw
+        .root_dir
+        .clone()
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| Error::invalid("host config is not valid: \"rootDir\" is required"))?;
+    if !root_dir.starts_with('/') || root_dir.contains('\0') {
+        return Err(Error::invalid(format!(
+            "host config is not valid: \"rootDir\" must be an absolute path, got {root_dir:?}"
+        )));
+    }
+    Ok((node_name, PathBuf::from(root_dir)))
+}
+
+/// A controller host serves every node from the API server: it needs a kubeconfig and has
+/// no node of its own, no volumes on disk and no plugin registry to watch.
+fn controller_checks(raw: &RawConfig) -> Result<()> {
+    if raw.kubeconfig.as_deref().unwrap_or("").is_empty() {
+        return Err(Error::invalid(
+            "host config is not valid: \"role\": \"controller\" requires \"kubeconfig\"",
+        ));
+    }
+    let node_keys = [
+        (
+            "nodeName",
+            raw.node_name.as_deref().is_some_and(|n| !n.is_empty()),
+        ),
+        (
+            "rootDir",
+            raw.root_dir.as_deref().is_some_and(|r| !r.is_empty()),
+        ),
+        ("pluginWatcher", raw.plugin_watcher),
+        ("pluginsRegistryDir", raw.plugins_registry_dir.is_some()),
+    ];
+    if let Some((key, _)) = node_keys.iter().find(|(_, set)| *set) {
+        return Err(Error::invalid(format!(
+            "host config is not valid: {key:?} is for node hosts; a \"role\": \"controller\" host serves every node and keeps nothing on disk"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -208,6 +276,33 @@ mod tests {
         .unwrap();
         assert!(!c.gate("CSIMigrationPortworx"));
         assert!(c.gate("CSIVolumeHealth"));
+    }
+
+    #[test]
+    fn controller_role_requires_kubeconfig_and_refuses_node_keys() {
+        let c = HostConfig::from_json(r#"{"role":"controller","kubeconfig":"/k"}"#).unwrap();
+        assert!(c.is_controller());
+        assert_eq!(c.node_name, "");
+        let err = HostConfig::from_json(r#"{"role":"controller"}"#).unwrap_err();
+        assert!(
+            err.message().contains("requires \"kubeconfig\""),
+            "{}",
+            err.message()
+        );
+        for extra in [
+            r#""nodeName":"n""#,
+            r#""rootDir":"/r""#,
+            r#""pluginWatcher":true"#,
+        ] {
+            let json = format!(r#"{{"role":"controller","kubeconfig":"/k",{extra}}}"#);
+            let err = HostConfig::from_json(&json).unwrap_err();
+            let key = extra.split('"').nth(1).unwrap();
+            assert!(err.message().contains(key), "{}", err.message());
+        }
+        let err = HostConfig::from_json(r#"{"role":"scheduler","kubeconfig":"/k"}"#).unwrap_err();
+        assert!(err.message().contains("scheduler"), "{}", err.message());
+        let c = HostConfig::from_json(r#"{"role":"node","nodeName":"n","rootDir":"/r"}"#).unwrap();
+        assert!(!c.is_controller());
     }
 
     #[test]

@@ -64,6 +64,18 @@ impl Host {
         })
     }
 
+    /// Refuses a node-only `call` on a controller host (it has no node, no volumes on disk
+    /// and no registered drivers).
+    pub fn node_only(&self, call: &str) -> Result<()> {
+        if self.config.is_controller() {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                format!("{call} is a node call, and this host has \"role\": \"controller\" (the attach/detach half)"),
+            ));
+        }
+        Ok(())
+    }
+
     /// `kcsi_host_metrics`' text: every family in the Prometheus text format 0.0.4.
     pub fn metrics_text(&self) -> Result<String> {
         self.telemetry
@@ -147,11 +159,13 @@ impl Host {
             .as_ref()
             .map_or((false, None), |k| k.startup.snapshot());
         json!({
+            "role": if self.config.is_controller() { "controller" } else { "node" },
             "nodeName": self.config.node_name,
             "standalone": self.kube.is_none(),
             "csiNodeInitialized": initialized,
             "lastError": last_error,
             "csiDriversSynced": self.kube.as_ref().map(|k| k.csidrivers.is_synced()),
+            "volumeAttachmentsSynced": self.kube.as_ref().and_then(|k| k.volume_attachments.as_ref()).map(|v| v.is_synced()),
             "apiRequests": self.kube.as_ref().map(|k| k.api.requests_sent()),
             "drivers": self.drivers_json(),
             // A node agent fills this in (`NodeAgent::status`).

@@ -22,6 +22,9 @@ pub struct VolumeSpec {
     pub read_only: bool,
     /// Set by the kubelet for in-tree volumes migrated to CSI; only labels metrics upstream.
     pub migrated: bool,
+    /// Upstream `Spec.InlineVolumeSpecForCSIMigration`: the PV was translated from a pod's
+    /// in-tree inline volume, so a VolumeAttachment carries its spec, not a PV name.
+    pub inline_volume_spec_for_csi_migration: bool,
     /// Secrets and publish context of a plain spec (then `persistent_volume` is its PV).
     pub plain: Option<PlainExtras>,
 }
@@ -39,6 +42,8 @@ struct RawVolumeSpec {
     read_only: bool,
     #[serde(default)]
     migrated: bool,
+    #[serde(default, rename = "inlineVolumeSpecForCSIMigration")]
+    inline_volume_spec_for_csi_migration: bool,
 }
 
 /// The message for a spec with a plain `csi` description and another source.
@@ -55,6 +60,7 @@ impl TryFrom<RawVolumeSpec> for VolumeSpec {
                 volume: raw.volume,
                 read_only: raw.read_only,
                 migrated: raw.migrated,
+                inline_volume_spec_for_csi_migration: raw.inline_volume_spec_for_csi_migration,
                 plain: None,
             });
         };
@@ -67,6 +73,7 @@ impl TryFrom<RawVolumeSpec> for VolumeSpec {
             volume: None,
             read_only: raw.read_only || read_only,
             migrated: raw.migrated,
+            inline_volume_spec_for_csi_migration: raw.inline_volume_spec_for_csi_migration,
             plain: Some(extras),
         })
     }
@@ -204,6 +211,8 @@ pub struct SpecHead<'a> {
     _read_only: bool,
     #[serde(default, rename = "migrated")]
     _migrated: bool,
+    #[serde(default, rename = "inlineVolumeSpecForCSIMigration")]
+    _inline_volume_spec_for_csi_migration: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

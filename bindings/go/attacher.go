@@ -18,6 +18,15 @@ static kcsi_result gk_attacher_mount_device(kcsi_attacher *a, const char *spec, 
 static kcsi_result gk_attacher_unmount_device(kcsi_attacher *a, const char *path, gk_err *e) {
 	GK_SHIM(kcsi_attacher_unmount_device(a, path, &err));
 }
+static kcsi_result gk_attacher_attach(kcsi_attacher *a, const char *spec, const char *node, int64_t timeout_ms, char **out, gk_err *e) {
+	GK_SHIM(kcsi_attacher_attach(a, spec, node, timeout_ms, out, &err));
+}
+static kcsi_result gk_attacher_detach(kcsi_attacher *a, const char *volume, const char *node, int64_t timeout_ms, gk_err *e) {
+	GK_SHIM(kcsi_attacher_detach(a, volume, node, timeout_ms, &err));
+}
+static kcsi_result gk_attacher_volumes_are_attached(kcsi_attacher *a, const char *specs, const char *node, char **out, gk_err *e) {
+	GK_SHIM(kcsi_attacher_volumes_are_attached(a, specs, node, out, &err));
+}
 */
 import "C"
 
@@ -27,8 +36,9 @@ import (
 )
 
 // Attacher is the kubelet side of attaching and staging (WaitForAttach, MountDevice /
-// NodeStageVolume, UnmountDevice / NodeUnstageVolume). Its methods are safe for concurrent
-// use.
+// NodeStageVolume, UnmountDevice / NodeUnstageVolume) and, on a controller host, the
+// attach/detach controller's (Attach, Detach, VolumesAreAttached). Its methods are safe for
+// concurrent use.
 type Attacher struct {
 	h       *handle[*C.kcsi_attacher]
 	cleanup runtime.Cleanup
@@ -145,4 +155,88 @@ func (a *Attacher) UnmountDevice(ctx context.Context, deviceMountPath string) er
 		var e C.gk_err
 		return check(op, C.gk_attacher_unmount_device(p, cPath, &e), &e)
 	})
+}
+
+// Attach creates the volume's VolumeAttachment for nodeName (controller hosts only) and waits
+// until the external-attacher attached it (its name is returned) or recorded an attach error
+// (final, its message). ctx's deadline is the wait's timeout (none: the host's timeout);
+// reaching it is a transient ErrTimeout.
+func (a *Attacher) Attach(ctx context.Context, spec Spec, nodeName string) (string, error) {
+	const op = "Attacher.Attach"
+	ms, err := timeoutMS(ctx, op)
+	if err != nil {
+		return "", err
+	}
+	ar := newArgs(op)
+	defer ar.done()
+	cSpec, cNode := ar.json("spec", spec), ar.str("nodeName", nodeName)
+	if ar.err != nil {
+		return "", ar.err
+	}
+	var id string
+	err = callOn(ctx, a, a.h, op, func(p *C.kcsi_attacher) error {
+		var out *C.char
+		var e C.gk_err
+		if err := check(op, C.gk_attacher_attach(p, cSpec, cNode, ms, &out, &e), &e); err != nil {
+			return err
+		}
+		id = takeString(out)
+		return nil
+	})
+	return id, err
+}
+
+// Detach deletes the VolumeAttachment of volumeName ("<driver>^<handle>", VolumeName's
+// answer) on nodeName and waits until it is gone (controller hosts only). ctx's deadline is
+// the wait's timeout (none: the host's timeout).
+func (a *Attacher) Detach(ctx context.Context, volumeName, nodeName string) error {
+	const op = "Attacher.Detach"
+	ms, err := timeoutMS(ctx, op)
+	if err != nil {
+		return err
+	}
+	ar := newArgs(op)
+	defer ar.done()
+	cVolume, cNode := ar.str("volumeName", volumeName), ar.str("nodeName", nodeName)
+	if ar.err != nil {
+		return ar.err
+	}
+	return callOn(ctx, a, a.h, op, func(p *C.kcsi_attacher) error {
+		var e C.gk_err
+		return check(op, C.gk_attacher_detach(p, cVolume, cNode, ms, &e), &e)
+	})
+}
+
+// VolumesAreAttached reports, per spec and in order, whether its VolumeAttachment on
+// nodeName is attached, from the host's watch (controller hosts only). Volumes whose driver
+// needs no attaching are attached.
+func (a *Attacher) VolumesAreAttached(specs []Spec, nodeName string) ([]bool, error) {
+	const op = "Attacher.VolumesAreAttached"
+	ar := newArgs(op)
+	defer ar.done()
+	if specs == nil {
+		specs = []Spec{}
+	}
+	cSpecs, cNode := ar.json("specs", specs), ar.str("nodeName", nodeName)
+	if ar.err != nil {
+		return nil, ar.err
+	}
+	var raw string
+	err := callOn(context.Background(), a, a.h, op, func(p *C.kcsi_attacher) error {
+		var out *C.char
+		var e C.gk_err
+		if err := check(op, C.gk_attacher_volumes_are_attached(p, cSpecs, cNode, &out, &e), &e); err != nil {
+			return err
+		}
+		raw = takeString(out)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var attached []bool
+	if err := decode(op, raw, &attached); err != nil {
+		return nil, err
+	}
+	return attached, nil
 }

@@ -17,6 +17,9 @@ func Version() string { return C.GoString(C.kcsi_version()) }
 
 // Config configures a Host; it is sent to kcsi_host_new as JSON.
 type Config struct {
+	// Role is "node" (the default, the kubelet's half) or "controller" (the attach/detach
+	// controller's half: Kubeconfig required, no NodeName or RootDir).
+	Role string
 	// NodeName is the node this host acts for (also the node ID checked in registrations).
 	NodeName string
 	// RootDir is the kubelet root directory: pods/, plugins/ and plugins_registry/ live here.
@@ -43,8 +46,9 @@ type Config struct {
 // seconds, empty settings left out).
 func (c Config) MarshalJSON() ([]byte, error) {
 	type wire struct {
-		NodeName       string          `json:"nodeName"`
-		RootDir        string          `json:"rootDir"`
+		Role           string          `json:"role,omitempty"`
+		NodeName       string          `json:"nodeName,omitempty"`
+		RootDir        string          `json:"rootDir,omitempty"`
 		Kubeconfig     string          `json:"kubeconfig,omitempty"`
 		TimeoutSeconds float64         `json:"timeoutSeconds,omitempty"`
 		FeatureGates   map[string]bool `json:"featureGates,omitempty"`
@@ -56,7 +60,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	for i, d := range c.CSIDrivers {
 		drivers[i] = rawBytes(d)
 	}
-	return json.Marshal(wire{c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.FeatureGates, drivers,
+	return json.Marshal(wire{c.Role, c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.FeatureGates, drivers,
 		c.PluginWatcher, c.PluginsRegistryDir})
 }
 
@@ -106,6 +110,7 @@ func (h *Host) Close() { closeOwner(h, h.h, &h.cleanup) }
 
 // HostStatus is kcsi_host_status' answer.
 type HostStatus struct {
+	Role               string   `json:"role"`
 	NodeName           string   `json:"nodeName"`
 	Standalone         bool     `json:"standalone"`
 	CSINodeInitialized bool     `json:"csiNodeInitialized"`

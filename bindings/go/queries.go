@@ -23,7 +23,12 @@ type Spec struct {
 	PersistentVolume any
 	Volume           any
 	ReadOnly         bool
-	JSON             json.RawMessage
+	// Migrated marks an in-tree volume translated to CSI (the `migrated` metric label).
+	Migrated bool
+	// InlineVolumeSpecForCSIMigration marks a PersistentVolume translated from a pod's
+	// in-tree inline volume: Attach puts its spec, not a name, into the VolumeAttachment.
+	InlineVolumeSpecForCSIMigration bool
+	JSON                            json.RawMessage
 }
 
 // MarshalJSON encodes s in the C API's spec form; []byte values are taken as JSON text (plain
@@ -36,8 +41,11 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 		PersistentVolume any  `json:"persistentVolume,omitempty"`
 		Volume           any  `json:"volume,omitempty"`
 		ReadOnly         bool `json:"readOnly,omitempty"`
+		Migrated         bool `json:"migrated,omitempty"`
+		Inline           bool `json:"inlineVolumeSpecForCSIMigration,omitempty"`
 	}
-	return json.Marshal(wire{rawBytes(s.PersistentVolume), rawBytes(s.Volume), s.ReadOnly})
+	return json.Marshal(wire{rawBytes(s.PersistentVolume), rawBytes(s.Volume), s.ReadOnly, s.Migrated,
+		s.InlineVolumeSpecForCSIMigration})
 }
 
 // rawBytes marks []byte as JSON text for encoding/json.

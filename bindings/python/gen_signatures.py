@@ -269,7 +269,7 @@ def in_type(c_name, ctype):
 
 def out_type(c_name, ctype):
     if ctype == "char **":
-        return "Any" if c_name.endswith("_json_out") else "str"
+        return "Any" if c_name == "json_out" or c_name.endswith("_json_out") else "str"
     if ctype.startswith("kcsi_") and ctype.endswith(" **"):
         return repr(handle_class(ctype[:-1]))
     if ctype in OUT_TYPES:

@@ -9,11 +9,11 @@ KCSI_GO=${KCSI_GO:-$(command -v go || echo /usr/local/go/bin/go)}
 KCSI_GO_VERSION=$("$KCSI_GO" env GOVERSION)
 KCSI_PEERS_CACHE=${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}
 
-KCSI_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver)
+KCSI_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver attacher)
 # What tests use and build by default. The kubernetes-csi peers (hostpath, registrar, sanity)
 # come from the Go module proxy where it serves them, else from the source archives (with
 # their vendor trees) in $KCSI_PEER_ARCHIVES; see build.sh.
-KCSI_DEFAULT_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver)
+KCSI_DEFAULT_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver attacher)
 # Source archives of the kubernetes-csi peers at their tags, used when the proxy refuses them.
 KCSI_PEER_ARCHIVES=${KCSI_PEER_ARCHIVES:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/../shared/peers}
 KCSI_PEERS_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,6 +51,17 @@ SANITY_STAGING=
 SANITY_STAMP="-X main.VERSION=v5.4.0"
 SANITY_ARCHIVE=csi-test-v5.4.0
 SANITY_ARCHIVE_PKG=./cmd/csi-sanity
+
+# external-attacher: the sidecar that turns VolumeAttachments into ControllerPublish /
+# ControllerUnpublish calls, for the controller host's Attach and Detach.
+ATTACHER_MODULE=github.com/kubernetes-csi/external-attacher/v4
+ATTACHER_VERSION=v4.12.0
+ATTACHER_PKG=$ATTACHER_MODULE/cmd/csi-attacher
+ATTACHER_BIN=csi-attacher
+ATTACHER_STAGING=
+ATTACHER_STAMP="-X main.version=v4.12.0"
+ATTACHER_ARCHIVE=external-attacher-v4.12.0
+ATTACHER_ARCHIVE_PKG=./cmd/csi-attacher
 
 # etcd 3.6 (Debian's 3.4 is too old for kube-apiserver 1.36). Main package is the server module.
 ETCD_MODULE=go.etcd.io/etcd/server/v3
@@ -95,6 +106,7 @@ kcsi_peer_key() {
     apiserver|kube-apiserver) echo apiserver ;;
     mockdriver|csi-mock-driver) echo mockdriver ;;
     faultdriver|csi-fault-driver) echo faultdriver ;;
+    attacher|csi-attacher|external-attacher) echo attacher ;;
     *) echo "kcsi peers: unknown peer '$1' (known: ${KCSI_PEERS[*]})" >&2; return 1 ;;
   esac
 }

@@ -39,6 +39,7 @@ pub extern "C" fn kcsi_block_mapper_new(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_block_mapper_new")?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
@@ -142,6 +143,7 @@ pub extern "C" fn kcsi_block_unmapper_new(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_block_unmapper_new")?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
         out_arg(out, "out")?;

@@ -31,6 +31,7 @@ pub extern "C" fn kcsi_list_device_mounts(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_list_device_mounts")?;
         out_arg(mounts_json_out, "mounts_json_out")?;
         let staged = inventory::walk(&host.layout)?.staged;
         write_json(mounts_json_out, &staged, "device mounts")
@@ -54,6 +55,7 @@ pub extern "C" fn kcsi_unmount_device_by_handle(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_unmount_device_by_handle")?;
         let driver = str_arg(driver, "driver")?;
         let volume_handle = str_arg(volume_handle, "volume_handle")?;
         runtime::block_on(attacher::unmount_device_by_handle(

@@ -182,6 +182,34 @@ pub type kcsi_attacher_unmount_device_fn = unsafe extern "C" fn(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result;
 
+/// The type of `kcsi_attacher_attach`.
+pub type kcsi_attacher_attach_fn = unsafe extern "C" fn(
+    a: *mut kcsi_attacher,
+    spec_json: *const c_char,
+    node_name: *const c_char,
+    timeout_ms: i64,
+    attach_id_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
+/// The type of `kcsi_attacher_detach`.
+pub type kcsi_attacher_detach_fn = unsafe extern "C" fn(
+    a: *mut kcsi_attacher,
+    volume_name: *const c_char,
+    node_name: *const c_char,
+    timeout_ms: i64,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
+/// The type of `kcsi_attacher_volumes_are_attached`.
+pub type kcsi_attacher_volumes_are_attached_fn = unsafe extern "C" fn(
+    a: *mut kcsi_attacher,
+    specs_json: *const c_char,
+    node_name: *const c_char,
+    json_out: *mut *mut c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
 /// The type of `kcsi_attacher_free`.
 pub type kcsi_attacher_free_fn = unsafe extern "C" fn(a: *mut kcsi_attacher);
 
@@ -385,6 +413,9 @@ fn types_match_exports() {
     let _: kcsi_attacher_device_mount_path_fn = kcsi_attacher_device_mount_path;
     let _: kcsi_attacher_mount_device_fn = kcsi_attacher_mount_device;
     let _: kcsi_attacher_unmount_device_fn = kcsi_attacher_unmount_device;
+    let _: kcsi_attacher_attach_fn = kcsi_attacher_attach;
+    let _: kcsi_attacher_detach_fn = kcsi_attacher_detach;
+    let _: kcsi_attacher_volumes_are_attached_fn = kcsi_attacher_volumes_are_attached;
     let _: kcsi_attacher_free_fn = kcsi_attacher_free;
     let _: kcsi_verify_exhausted_resource_fn = kcsi_verify_exhausted_resource;
     let _: kcsi_list_device_mounts_fn = kcsi_list_device_mounts;

@@ -5,6 +5,7 @@ use std::ffi::c_char;
 
 use super::boundary::guard;
 use super::error::kcsi_error;
+use super::handle::handle_arg;
 use super::host::{kcsi_host, node_arg};
 use super::kcsi_result;
 use super::queries::bool_query;
@@ -25,12 +26,10 @@ pub extern "C" fn kcsi_verify_exhausted_resource(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || bool_query(
-        node_arg(h),
-        spec_json,
-        out,
-        |node, spec: &VolumeSpec| {
+    guard!(err_out, || {
+        handle_arg(h)?.node_only("kcsi_verify_exhausted_resource")?;
+        bool_query(node_arg(h), spec_json, out, |node, spec: &VolumeSpec| {
             runtime::block_on(node_updater::verify_exhausted_resource(node, spec))
-        }
-    ))
+        })
+    })
 }

@@ -26,6 +26,7 @@ pub extern "C" fn kcsi_node_expand(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_node_expand")?;
         let opts: ExpandOptions = json_arg(options_json, "options_json")?;
         out_arg(resized_out, "resized_out")?;
         let resized = runtime::block_on(expander::node_expand(&host, &opts))??;

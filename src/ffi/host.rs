@@ -59,11 +59,19 @@ pub extern "C" fn kcsi_host_new(
         out_arg(host_out, "host_out")?;
         logging::init();
         let _rt = runtime::handle()?.enter();
-        // Started already shared: the plugin watcher holds the agent weakly.
-        let node = NodeAgent::start(config)?;
-        let handle = kcsi_host {
-            host: node.host.clone(),
-            node: Some(node),
+        let handle = if config.is_controller() {
+            // The attach/detach controller's half: no node, so no node agent.
+            kcsi_host {
+                host: Arc::new(Host::new(config)?),
+                node: None,
+            }
+        } else {
+            // Started already shared: the plugin watcher holds the agent weakly.
+            let node = NodeAgent::start(config)?;
+            kcsi_host {
+                host: node.host.clone(),
+                node: Some(node),
+            }
         };
         write_value(host_out, Box::into_raw(Box::new(handle)));
         Ok(())

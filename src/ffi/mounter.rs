@@ -51,6 +51,7 @@ pub extern "C" fn kcsi_mounter_new(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_mounter_new")?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
@@ -144,6 +145,7 @@ pub extern "C" fn kcsi_unmounter_new(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_unmounter_new")?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
         out_arg(out, "out")?;

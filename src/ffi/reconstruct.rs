@@ -27,6 +27,7 @@ pub extern "C" fn kcsi_construct_volume_spec(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_construct_volume_spec")?;
         let volume_name = str_arg(volume_name, "volume_name")?;
         let mount_path = str_arg(mount_path, "mount_path")?;
         out_arg(reconstructed_json_out, "reconstructed_json_out")?;
@@ -51,6 +52,7 @@ pub extern "C" fn kcsi_construct_block_volume_spec(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_construct_block_volume_spec")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let map_path = str_arg(map_path, "map_path")?;

@@ -39,6 +39,7 @@ pub extern "C" fn kcsi_validate_plugin(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
+        host.node_only("kcsi_validate_plugin")?;
         let (name, endpoint, versions) = plugin_args(name, endpoint, versions, versions_len)?;
         registration::validate(&host, name, endpoint, &versions)
     })
@@ -59,6 +60,7 @@ pub extern "C" fn kcsi_register_plugin(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
     guard!(err_out, || {
+        handle_arg(h)?.node_only("kcsi_register_plugin")?;
         let node = node_arg(h)?;
         let (name, endpoint, versions) = plugin_args(name, endpoint, versions, versions_len)?;
         let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64));
@@ -79,6 +81,7 @@ pub extern "C" fn kcsi_deregister_plugin(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
     guard!(err_out, || {
+        handle_arg(h)?.node_only("kcsi_deregister_plugin")?;
         let node = node_arg(h)?;
         let name = str_arg(name, "name")?;
         runtime::block_on(registration::deregister(&node, name))?

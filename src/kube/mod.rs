@@ -1,15 +1,18 @@
 //! Kubernetes access for a host with a kubeconfig: the API client, the watched CSIDriver
 //! objects, direct reads (VolumeAttachment, Secret, TokenRequest), the token cache, the node
-//! info manager and the CSINode start-up task. Standalone hosts have none of this.
+//! info manager and the CSINode start-up task; on a controller host the watched
+//! VolumeAttachments instead of the CSINode start-up. Standalone hosts have none of this.
 
 mod backoff;
 pub mod client;
 pub mod csidriver_informer;
 pub mod csinode_init;
+pub mod informer;
 pub mod kubeconfig;
 pub mod node_info;
 pub mod objects;
 pub mod token_manager;
+pub mod volumeattachment_informer;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use csidriver_informer::CsiDriverInformer;
 use csinode_init::Startup;
 use node_info::NodeInfoManager;
 use token_manager::TokenManager;
+use volumeattachment_informer::VolumeAttachmentInformer;
 
 pub struct Kube {
     pub api: ApiClient,
@@ -32,7 +36,9 @@ pub struct Kube {
     pub startup: Arc<Startup>,
     /// Service-account tokens for `tokenRequests`, reused as the kubelet's token manager does.
     pub tokens: TokenManager,
-    /// The CSIDriver watch and the CSINode start-up; aborted when the host goes.
+    /// Controller hosts only: the watched VolumeAttachments Attach and Detach wait on.
+    pub volume_attachments: Option<VolumeAttachmentInformer>,
+    /// The watches and the CSINode start-up; aborted when the host goes.
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -51,14 +57,24 @@ impl Kube {
             config.timeout,
         ));
         let startup = Arc::new(Startup::default());
-        let init = runtime.spawn(csinode_init::run(node_info.clone(), startup.clone()));
+        let mut tasks = vec![watch];
+        // The attach/detach controller has no node of its own: no CSINode to initialise.
+        let volume_attachments = if config.is_controller() {
+            let (informer, watch) = VolumeAttachmentInformer::start(api.client.clone(), &runtime);
+            tasks.push(watch);
+            Some(informer)
+        } else {
+            tasks.push(runtime.spawn(csinode_init::run(node_info.clone(), startup.clone())));
+            None
+        };
         Ok(Kube {
             api,
             csidrivers,
             node_info,
             startup,
             tokens: TokenManager::default(),
-            tasks: vec![watch, init],
+            volume_attachments,
+            tasks,
         })
     }
 }

@@ -2,6 +2,7 @@
 //! `csi_attacher.go`, `csi_block.go`, `expander.go`, `csi_metrics.go`, `csi_plugin.go`), and the
 //! facts they are built from: CSI capabilities, CSIDriver facts, fsGroup, quantities.
 
+pub mod attach_detach;
 pub mod attacher;
 pub mod block;
 pub mod capability;

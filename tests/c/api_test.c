@@ -183,6 +183,58 @@ static void test_bad_input(const char *root) {
     kcsi_host_free(h);
 }
 
+/* The attach/detach controller's calls: refused on a node host, bad input named on a
+ * controller host (whose API server these calls never reach). */
+static void test_controller_calls(const char *root) {
+    const char *spec = "{\"persistentVolume\":{\"metadata\":{\"name\":\"pv-1\"},"
+                       "\"spec\":{\"csi\":{\"driver\":\"d.example.com\",\"volumeHandle\":\"h\"}}}}";
+    char *out = NULL;
+    kcsi_host *node = new_host(root, "node-ctl");
+    kcsi_attacher *a = NULL;
+    CHECK(kcsi_attacher_new(node, &a, NULL) == KCSI_OK);
+    EXPECT("attach on a node host", KCSI_ERR_NOT_SUPPORTED,
+           "attaching volumes from the kubelet is not supported",
+           kcsi_attacher_attach(a, spec, "node-ctl", 100, &out, &err));
+    EXPECT("detach on a node host", KCSI_ERR_NOT_SUPPORTED, "kcsi_attacher_detach",
+           kcsi_attacher_detach(a, "d.example.com^h", "node-ctl", 100, &err));
+    kcsi_attacher_free(a);
+    kcsi_host_free(node);
+
+    char kubeconfig[512];
+    snprintf(kubeconfig, sizeof kubeconfig, "%s/ctl-kubeconfig", root);
+    FILE *f = fopen(kubeconfig, "w");
+    CHECK(f != NULL);
+    if (f == NULL) return;
+    fputs("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+          "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+          "current-context: x\n", f);
+    fclose(f);
+    snprintf(config, sizeof config, "{\"role\":\"controller\",\"kubeconfig\":\"%s\"}", kubeconfig);
+    kcsi_host *ctl = NULL;
+    CHECK(kcsi_host_new(config, &ctl, NULL) == KCSI_OK);
+    if (ctl == NULL) return;
+    CHECK(kcsi_attacher_new(ctl, &a, NULL) == KCSI_OK);
+    EXPECT("attach: empty node", KCSI_ERR_INVALID_ARGUMENT, "node_name",
+           kcsi_attacher_attach(a, spec, "", 100, &out, &err));
+    EXPECT("attach: NULL spec", KCSI_ERR_INVALID_ARGUMENT, "spec_json",
+           kcsi_attacher_attach(a, NULL, "n", 100, &out, &err));
+    EXPECT("attach: non-CSI spec", KCSI_ERR_INVALID_ARGUMENT, "volume source not found",
+           kcsi_attacher_attach(a, "{\"persistentVolume\":{\"spec\":{}}}", "n", 100, &out, &err));
+    EXPECT("detach: no caret", KCSI_ERR_INVALID_ARGUMENT, "volume_name",
+           kcsi_attacher_detach(a, "d.example.com-h", "n", 100, &err));
+    EXPECT("are attached: not an array", KCSI_ERR_INVALID_ARGUMENT, "specs_json",
+           kcsi_attacher_volumes_are_attached(a, spec, "n", &out, &err));
+    EXPECT("node call on a controller host", KCSI_ERR_NOT_SUPPORTED, "kcsi_attacher_wait_for_attach",
+           kcsi_attacher_wait_for_attach(a, spec, 100, &out, &err));
+    CHECK(out == NULL); /* no failed call wrote an output */
+    CHECK(kcsi_attacher_volumes_are_attached(a, "[]", "n", &out, NULL) == KCSI_OK);
+    CHECK(out != NULL && strcmp(out, "[]") == 0);
+    kcsi_string_free(out);
+    kcsi_attacher_free(a);
+    kcsi_host_free(ctl);
+    remove(kubeconfig);
+}
+
 static void test_register(const char *root, const char *socket, const char *driver) {
     kcsi_host *h = new_host(root, "node-reg");
     kcsi_error *err = NULL;
@@ -312,6 +364,7 @@ int main(int argc, char **argv) {
     test_errors_and_free_null();
     test_host_config(root);
     test_bad_input(root);
+    test_controller_calls(root);
     test_register(root, socket, driver);
     test_log_callback(root);
     test_free_host_during_call(root);

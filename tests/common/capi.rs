@@ -109,6 +109,12 @@ impl Host {
         Self::open(config, root, None)
     }
 
+    /// A `"role": "controller"` host (no root dir) on `kubeconfig`.
+    pub fn controller(kubeconfig: &Path) -> Host {
+        let config = json!({"role": "controller", "kubeconfig": kubeconfig});
+        Self::open(&config, PathBuf::new(), None)
+    }
+
     fn open(config: &Value, root: PathBuf, owned_root: Option<tempfile::TempDir>) -> Host {
         let mut h = ptr::null_mut();
         let c = cstr(&config.to_string());
@@ -351,6 +357,28 @@ impl Attacher {
     pub fn unmount_device(&self, path: &str) -> Result<(), CErr> {
         let p = cstr(path);
         call(|e| kcsi_attacher_unmount_device(self.0, p.as_ptr(), e))
+    }
+
+    /// Controller hosts: Attach of `spec` to `node`; the VolumeAttachment's name.
+    pub fn attach(&self, spec: &Value, node: &str, timeout_ms: i64) -> Result<String, CErr> {
+        let (s, n) = (cstr(&spec.to_string()), cstr(node));
+        let mut out = ptr::null_mut();
+        call(|e| kcsi_attacher_attach(self.0, s.as_ptr(), n.as_ptr(), timeout_ms, &mut out, e))?;
+        Ok(take_string(out))
+    }
+
+    /// Controller hosts: Detach of `driver^handle` from `node`.
+    pub fn detach(&self, volume_name: &str, node: &str, timeout_ms: i64) -> Result<(), CErr> {
+        let (v, n) = (cstr(volume_name), cstr(node));
+        call(|e| kcsi_attacher_detach(self.0, v.as_ptr(), n.as_ptr(), timeout_ms, e))
+    }
+
+    /// Controller hosts: VolumesAreAttached of the specs (a JSON array) on `node`.
+    pub fn volumes_are_attached(&self, specs: &Value, node: &str) -> Result<Value, CErr> {
+        let (s, n) = (cstr(&specs.to_string()), cstr(node));
+        let mut out = ptr::null_mut();
+        call(|e| kcsi_attacher_volumes_are_attached(self.0, s.as_ptr(), n.as_ptr(), &mut out, e))?;
+        Ok(take_json(out))
     }
 }
 

@@ -107,6 +107,7 @@ class World:
         values = {
             "config_json": {"nodeName": "node-x", "rootDir": self.root},
             "spec_json": spec,
+            "specs_json": [spec],
             "pod_json": pod(uid=POD_UID),
             "args_json": {},
             "options_json": {"spec": spec, "devicePath": "/dev/null", "deviceMountPath": pod_dir,

@@ -10,8 +10,8 @@ import (
 	"kcsi.dev/kcsi"
 )
 
-// attacher is the kubelet side of attaching and staging; upstream's csiAttacher is also its
-// Detacher, DeviceMounter and DeviceUnmounter.
+// attacher is upstream's csiAttacher: the controller's Attacher / Detacher and the kubelet's
+// WaitForAttach, DeviceMounter and DeviceUnmounter.
 type attacher struct {
 	p *Plugin
 	a *kcsi.Attacher
@@ -41,20 +41,31 @@ func (p *Plugin) NewDetacher() (volume.Detacher, error)               { return p
 func (p *Plugin) NewDeviceMounter() (volume.DeviceMounter, error)     { return p.newAttacher() }
 func (p *Plugin) NewDeviceUnmounter() (volume.DeviceUnmounter, error) { return p.newAttacher() }
 
-// Attach belongs to the attach/detach controller (it creates VolumeAttachments); kcsi is the
-// node side only.
+// Attach creates the VolumeAttachment and waits for the external-attacher (the attach/detach
+// controller's call: on a kubelet kcsi refuses it, as upstream). Like upstream it returns no
+// device path: WaitForAttach on the node derives the attachment's name itself.
 func (a *attacher) Attach(spec *volume.Spec, nodeName types.NodeName) (string, error) {
-	return "", invalid("Attach: attaching is the attach/detach controller's job; run the kubelet with enableControllerAttachDetach")
+	s, err := kcsiSpec(spec)
+	if err != nil {
+		return "", err
+	}
+	_, err = a.a.Attach(context.Background(), s, string(nodeName))
+	return "", err
 }
 
-// Detach: see Attach.
+// Detach deletes the VolumeAttachment of volumeName ("<driver>^<handle>") and waits until it
+// is gone (the attach/detach controller's call).
 func (a *attacher) Detach(volumeName string, nodeName types.NodeName) error {
-	return invalid("Detach: detaching is the attach/detach controller's job; run the kubelet with enableControllerAttachDetach")
+	return a.a.Detach(context.Background(), volumeName, string(nodeName))
 }
 
-// VolumesAreAttached checks each spec's VolumeAttachment once; volumes that need no attaching
-// are attached.
+// VolumesAreAttached: on the controller, kcsi's watch of the VolumeAttachments answers for
+// all specs at once (a spec without a CSI PersistentVolume source is not attached, as
+// upstream); on a kubelet each spec's VolumeAttachment is checked once.
 func (a *attacher) VolumesAreAttached(specs []*volume.Spec, nodeName types.NodeName) (map[*volume.Spec]bool, error) {
+	if a.p.controller {
+		return a.controllerVolumesAreAttached(specs, nodeName)
+	}
 	out := make(map[*volume.Spec]bool, len(specs))
 	for _, spec := range specs {
 		if spec == nil {
@@ -76,6 +87,36 @@ func (a *attacher) VolumesAreAttached(specs []*volume.Spec, nodeName types.NodeN
 		}
 		_, err = a.a.WaitForAttach(context.Background(), s)
 		out[spec] = err == nil
+	}
+	return out, nil
+}
+
+func (a *attacher) controllerVolumesAreAttached(specs []*volume.Spec, nodeName types.NodeName) (map[*volume.Spec]bool, error) {
+	out := make(map[*volume.Spec]bool, len(specs))
+	asked := make([]*volume.Spec, 0, len(specs))
+	wire := make([]kcsi.Spec, 0, len(specs))
+	for _, spec := range specs {
+		if spec == nil {
+			return nil, invalid("VolumesAreAttached: missing spec")
+		}
+		if spec.PersistentVolume == nil || spec.PersistentVolume.Spec.CSI == nil {
+			out[spec] = false
+			continue
+		}
+		s, err := kcsiSpec(spec)
+		if err != nil {
+			out[spec] = false
+			continue
+		}
+		asked = append(asked, spec)
+		wire = append(wire, s)
+	}
+	attached, err := a.a.VolumesAreAttached(wire, string(nodeName))
+	if err != nil {
+		return nil, err
+	}
+	for i, spec := range asked {
+		out[spec] = attached[i]
 	}
 	return out, nil
 }

@@ -30,7 +30,12 @@
 //   - When kcsi applies fsGroup itself (the driver lacks VOLUME_MOUNT_GROUP), it reports no
 //     progress events through MounterArgs.Recorder and ignores
 //     MounterArgs.VolumeOwnershipApplicator.
-//   - Attach, Detach and VolumeAttachment waits belong to the attach/detach controller:
-//     Attach and Detach return an error; VolumesAreAttached checks each VolumeAttachment once.
+//   - In the kube-controller-manager, ProbeAttachableVolumePlugins(cfg) replaces
+//     csi.ProbeVolumePlugins() in the attach/detach controller's plugin list; Init then gets the
+//     controller's AttachDetachVolumeHost (no node name, no pods dir) and kcsi runs as a
+//     controller host with its own watches of VolumeAttachments and CSIDrivers (not the
+//     controller's listers). Attach and Detach wait on that watch instead of polling a lister
+//     with a 500 ms to 7 s backoff. On a kubelet Attach and Detach fail, as upstream's, and
+//     VolumesAreAttached checks each VolumeAttachment once.
 //   - GetDeviceMountRefs asks the VolumeHost's mounter, as upstream does.
 package volumeplugin

@@ -22,7 +22,8 @@ import (
 const PluginName = "kubernetes.io/csi"
 
 // Config is what a VolumeHost cannot tell kcsi. Node name and root directory come from the
-// VolumeHost at Init.
+// VolumeHost at Init; a host without them (the attach/detach controller's
+// AttachDetachVolumeHost) makes kcsi's controller host, which needs Kubeconfig.
 type Config struct {
 	// Kubeconfig is the API server's kubeconfig, usually the kubelet's own; empty means
 	// standalone (no Node/CSINode updates, CSIDriver objects from CSIDrivers), which Init
@@ -45,6 +46,8 @@ type Plugin struct {
 	cfg  Config
 	host volume.VolumeHost
 	kcsi atomic.Pointer[kcsi.Host]
+	// controller: Init got the attach/detach controller's host (no node, no pods dir).
+	controller bool
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -56,6 +59,14 @@ func New(cfg Config) *Plugin { return &Plugin{cfg: cfg, stop: make(chan struct{}
 // ProbeVolumePlugins returns the plugin in the form the kubelet's plugin list takes, in place
 // of csi.ProbeVolumePlugins(). Use New instead when the registration handler is needed too.
 func ProbeVolumePlugins(cfg Config) []volume.VolumePlugin {
+	return []volume.VolumePlugin{New(cfg)}
+}
+
+// ProbeAttachableVolumePlugins returns the plugin for the kube-controller-manager's
+// attach/detach controller, in place of csi.ProbeVolumePlugins() in its plugin list: Init then
+// gets an AttachDetachVolumeHost and kcsi runs as a controller host (Attach, Detach and
+// VolumesAreAttached on its own watch of the VolumeAttachments).
+func ProbeAttachableVolumePlugins(cfg Config) []volume.VolumePlugin {
 	return []volume.VolumePlugin{New(cfg)}
 }
 
@@ -92,18 +103,28 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 	for k, v := range p.cfg.FeatureGates {
 		gates[k] = v
 	}
-	h, err := kcsi.NewHost(kcsi.Config{
+	cfg := kcsi.Config{
 		NodeName:     string(host.GetNodeName()),
-		RootDir:      filepath.Dir(host.GetPodsDir()),
 		Kubeconfig:   p.cfg.Kubeconfig,
 		Timeout:      p.cfg.Timeout,
 		FeatureGates: gates,
 		CSIDrivers:   p.cfg.CSIDrivers,
-	})
+	}
+	// The attach/detach controller's host has no node and no pods dir (upstream's
+	// csiPlugin.Init tells the two apart by the host's type the same way).
+	_, adc := host.(volume.AttachDetachVolumeHost)
+	controller := adc && cfg.NodeName == "" && host.GetPodsDir() == ""
+	if controller {
+		cfg.Role = "controller"
+	} else {
+		cfg.RootDir = filepath.Dir(host.GetPodsDir())
+	}
+	h, err := kcsi.NewHost(cfg)
 	if err != nil {
 		return err
 	}
 	p.host = host
+	p.controller = controller
 	p.kcsi.Store(h)
 	addLegacyHost(h)
 	if kvh, ok := host.(volume.KubeletVolumeHost); ok && p.cfg.Kubeconfig != "" {

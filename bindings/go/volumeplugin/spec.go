@@ -15,7 +15,8 @@ func kcsiSpec(spec *volume.Spec) (kcsi.Spec, error) {
 	if spec == nil {
 		return kcsi.Spec{}, invalid("volume spec is nil")
 	}
-	s := kcsi.Spec{ReadOnly: spec.ReadOnly}
+	s := kcsi.Spec{ReadOnly: spec.ReadOnly, Migrated: spec.Migrated,
+		InlineVolumeSpecForCSIMigration: spec.InlineVolumeSpecForCSIMigration}
 	if spec.PersistentVolume != nil {
 		s.PersistentVolume = spec.PersistentVolume
 	}

@@ -18,7 +18,7 @@ host's timeout). Conventions:
     parameters the header marks "Nullable:" accept (`kcsi.NULLABLE`);
   * `const char *const *X` + `size_t X_len` is one Python list;
   * outputs (`*_out`, `out`) are returned: one value, a tuple of several, or None; owned
-    strings are copied and freed with kcsi_string_free, `*_json_out` ones parsed as JSON;
+    strings are copied and freed with kcsi_string_free, `*json_out` ones parsed as JSON;
   * a failure raises a `KcsiError` subclass chosen by the result code.
 Library: $KCSI_LIB, else <repo>/target/release/libkcsi.so, else libkcsi.so.1 from the system.
 """
@@ -275,7 +275,8 @@ def _call(fname, handle_ptr, pyargs, kwargs):
 def _convert_out(holder, ctype, name):
     if ctype == "char **":
         text = _take_string(holder)
-        return json.loads(text) if name.endswith("_json_out") and text is not None else text
+        is_json = name == "json_out" or name.endswith("_json_out")
+        return json.loads(text) if is_json and text is not None else text
     if ctype.endswith("**"):
         base = ctype[: -2].strip()
         cls = _HANDLE_CLASSES.get(base + " *")

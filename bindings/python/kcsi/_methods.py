@@ -30,6 +30,20 @@ class _AttacherMethods:
         "kcsi_attacher_unmount_device: UnmountDevice: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) with what the `vol_data.json` next to `device_mount_path` recorded, then removes the global mount dir. Succeeds without NodeUnstageVolume when that file is missing (as upstream), removing the global dir only when it holds nothing but kcsi's temp files (an interrupted MountDevice or UnmountDevice); a `globalmount` there is kept for `kcsi_list_device_mounts` and `kcsi_unmount_device_by_handle`. A corrupt file is an error. A symlink below the root on the way is `KCSI_ERR_FAILED_PRECONDITION`, and nothing is done."
         return self._invoke('kcsi_attacher_unmount_device', (device_mount_path,))
 
+    @old_names(spec_json='spec')
+    def attach(self, spec: Json, node_name: Text, timeout_ms: int = 0) -> str:
+        'kcsi_attacher_attach: Controller hosts only (`"role": "controller"`). Attach: creates the VolumeAttachment `csi-<sha256(handle+driver+node)>` for a PersistentVolume spec on `node_name` (its `spec.source` the PV\'s name, or with `"inlineVolumeSpecForCSIMigration": true` the PV\'s spec; one that exists is kept) and waits on the host\'s watch until the external-attacher sets `status.attached` (the name is written to `*attach_id_out`, freed with `kcsi_string_free`) or `status.attachError` (final `KCSI_ERR_DRIVER`, its message verbatim, its `errorCode` as the gRPC code), or until `timeout_ms` passes (transient `KCSI_ERR_TIMEOUT`, "timed out waiting for external-attacher of <driver> CSI driver to attach volume <handle>"). `timeout_ms <= 0`: the host\'s timeout. On a node host: `KCSI_ERR_NOT_SUPPORTED` ("attaching volumes from the kubelet is not supported").'
+        return self._invoke('kcsi_attacher_attach', (spec, node_name, timeout_ms))
+
+    def detach(self, volume_name: Text, node_name: Text, timeout_ms: int = 0) -> None:
+        "kcsi_attacher_detach: Controller hosts only. Detach: `volume_name` is `<driver>^<handle>` (what `kcsi_get_volume_name` returns); deletes that volume's VolumeAttachment on `node_name` and waits until it is gone (the external-attacher called ControllerUnpublishVolume). `status.detachError` is a final `KCSI_ERR_DRIVER`; an attachment that does not exist is `KCSI_OK`; the timeout is a transient `KCSI_ERR_TIMEOUT`. `timeout_ms <= 0`: the host's timeout."
+        return self._invoke('kcsi_attacher_detach', (volume_name, node_name, timeout_ms))
+
+    @old_names(specs_json='specs')
+    def volumes_are_attached(self, specs: Json, node_name: Text) -> Any:
+        "kcsi_attacher_volumes_are_attached: Controller hosts only. VolumesAreAttached: `specs_json` is a JSON array of PersistentVolume specs; `*json_out` (freed with `kcsi_string_free`) a JSON array of booleans in the same order: whether each volume's VolumeAttachment on `node_name` has `status.attached`, read from the host's watch (a GET when the watch lacks it). A driver whose CSIDriver says `attachRequired: false` is attached; a failed lookup is not."
+        return self._invoke('kcsi_attacher_volumes_are_attached', (specs, node_name))
+
 
 class _BlockMapperMethods:
     __slots__ = ()

@@ -145,7 +145,13 @@ impl Store {
             self.temp_seq.fetch_add(1, Ordering::Relaxed)
         );
         self.fs()?
-            .write_atomic(&self.dir, &format!("{}{SUFFIX}", d.name), &temp, &bytes)
+            .write_atomic(
+                &self.dir,
+                &format!("{}{SUFFIX}", d.name),
+                &self.dir,
+                &temp,
+                &bytes,
+            )
             .map_err(|e| e.context(format!("cannot save the description of volume {}", d.name)))
     }
 
