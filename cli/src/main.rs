@@ -9,6 +9,7 @@ mod lifecycle;
 mod node;
 mod on_disk;
 mod probe;
+mod provisioner;
 mod report;
 mod session;
 mod single;
@@ -123,6 +124,8 @@ fn main() {
             Command::List(a) => on_disk::list(a),
             Command::Watch(a) => watch::run(a).await,
             Command::FaultProxy(a) => serve_fault_proxy(a).await,
+            Command::CreateVolume(a) => provisioner::create(a).await,
+            Command::DeleteVolume(a) => provisioner::delete(a).await,
         }
     });
     // Dropping the runtime would wait for the proxy's connection tasks; the exit needs no wait.
