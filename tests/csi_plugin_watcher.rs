@@ -478,8 +478,13 @@ fn bad_registration_sockets_are_refused_once_and_nothing_registers() {
     );
     assert!(w.listed().is_empty());
 
-    // Nothing is retried, and each refusal was logged once.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Nothing is retried, and each refusal was logged once: by the time the silent listener
+    // (which is retried) has failed twice, its 1 s GetInfo timeout and the 500 ms first
+    // backoff have passed, so a retry of any refused socket would have happened too.
+    wait_for("the silent listener's second attempt", Duration::from_secs(60), || {
+        w.socket(&silent_path)
+            .is_some_and(|s| s["attempts"].as_u64().unwrap_or(0) >= 2)
+    });
     for (server, _) in &servers {
         assert_eq!(server.get_info_calls(), 1, "{}", server.socket.display());
         let name = server.socket.display().to_string();
@@ -581,7 +586,7 @@ fn host_free_stops_the_watcher() {
             Answer::Info(plugin_info("DRAPlugin", "a", "", &["1.0.0"])),
         )
     });
-    let status = || -> Value {
+    let status = |h: *mut kcsi_host| -> Value {
         let mut out: *mut std::ffi::c_char = ptr::null_mut();
         let mut err: *mut kcsi_error = ptr::null_mut();
         assert_eq!(kcsi_host_status(h, &mut out, &mut err), 0);
@@ -589,21 +594,36 @@ fn host_free_stops_the_watcher() {
         kcsi_string_free(out);
         v
     };
-    wait_for("first socket rejected", WAIT, || {
-        status()["pluginWatcher"]["sockets"][0]["state"] == "rejected"
-    });
+    let rejected = |h: *mut kcsi_host, sock: &Path| {
+        status(h)["pluginWatcher"]["sockets"]
+            .as_array()
+            .is_some_and(|a| {
+                a.iter().any(|s| {
+                    s["path"] == sock.display().to_string().as_str() && s["state"] == "rejected"
+                })
+            })
+    };
+    let a_sock = registry.join("a-reg.sock");
+    wait_for("first socket rejected", WAIT, || rejected(h, &a_sock));
     assert_eq!(first.statuses().len(), 1);
 
     kcsi_host_free(h);
+    let b_sock = registry.join("b-reg.sock");
     let second = in_runtime(|| {
         FaultyRegistrationServer::start(
-            &registry.join("b-reg.sock"),
+            &b_sock,
             Answer::Info(plugin_info("DRAPlugin", "b", "", &["1.0.0"])),
         )
     });
-    // A negative check needs some time: a running watcher answers within milliseconds.
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(second.get_info_calls(), 0);
+    // Not a sleep: a live watcher on the same registry handles the new socket; by then the
+    // freed host's watcher would have called it too, and it made no call.
+    let mut live: *mut kcsi_host = ptr::null_mut();
+    assert_eq!(kcsi_host_new(config.as_ptr(), &mut live, &mut err), 0);
+    wait_for("the live watcher to reject the new socket", WAIT, || {
+        rejected(live, &b_sock)
+    });
+    kcsi_host_free(live);
+    assert_eq!(second.get_info_calls(), 1, "only the live watcher asked");
 }
 
 #[test]
