@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -176,10 +178,20 @@ static void test_block(kcsi_host *h, const char *handle) {
     struct stat st;
     CHECK(publish != NULL && stat(publish, &st) == 0 && S_ISBLK(st.st_mode));
 
+    /* The kubelet's MapBlockVolume (its operation executor, not the plugin) binds the device
+     * at <globalMapPath>/<podUID>, where the mapper's metrics measure it: do the same. */
+    char link[4200];
+    snprintf(link, sizeof link, "%s/pod-c", global);
+    mkdir(global, 0750);
+    int fd = open(link, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    CHECK(publish != NULL && mount(publish, link, "none", MS_BIND, NULL) == 0);
     char *metrics = NULL;
     OK(kcsi_block_mapper_metrics(m, &metrics, &err));
     CHECK(metrics != NULL && strstr(metrics, "\"capacityBytes\":") != NULL);
     kcsi_string_free(metrics);
+    CHECK(umount(link) == 0 && unlink(link) == 0);
     kcsi_block_mapper_free(m);
 
     char *rec = NULL;
