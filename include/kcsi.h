@@ -101,7 +101,8 @@ typedef struct kcsi_block_unmapper kcsi_block_unmapper;
 // An error returned through `err_out`. Caller owns it; free with `kcsi_error_free`.
 typedef struct kcsi_error kcsi_error;
 
-// One node agent's instance of kcsi: its drivers and state. Free with `kcsi_host_free`.
+// One instance of kcsi: its drivers and state, and on a node its node agent (plugin watcher,
+// allocatable updater). Free with `kcsi_host_free`.
 typedef struct kcsi_host kcsi_host;
 
 // One volume of one pod to publish. Free with `kcsi_mounter_free`.
@@ -612,8 +613,9 @@ kcsi_result kcsi_verify_exhausted_resource(kcsi_host *h,
 
 // The device mounts (staged volumes) below `<rootDir>/plugins/kubernetes.io/csi` as a JSON
 // array sorted by path, one object per global mount dir
-// (`<driver>/<sha256(handle)>/globalmount`, `"kind": "filesystem"`) and per block staging
-// path (`volumeDevices/staging/<spec>`, `"kind": "block"`): `{"kind", "driver",
+// (`<driver>/<sha256(handle)>/globalmount`, `"kind": "filesystem"`) and per block volume
+// (its staging path `volumeDevices/staging/<spec>`, also when only its
+// `volumeDevices/<spec>/data` is left; `"kind": "block"`): `{"kind", "driver",
 // "volumeHandle", "specName", "deviceMountPath", "mounted", "volumeDataFile", "volumeData",
 // "volumeDataError"}`. `volumeData` is the file's keys, or null with `volumeDataError` saying
 // why (missing, corrupt); `driver` of a filesystem entry comes from its path, so it is known
@@ -621,12 +623,14 @@ kcsi_result kcsi_verify_exhausted_resource(kcsi_host *h,
 // `kcsi_string_free`.
 kcsi_result kcsi_list_device_mounts(kcsi_host *h, char **mounts_json_out, kcsi_error **err_out);
 
-// UnmountDevice of the filesystem volume `volume_handle` of `driver`, for when its
+// UnmountDevice of the volume `volume_handle` of `driver`, for when its
 // `vol_data.json` may be gone: NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME) at
 // `<rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, then removal
 // of the global mount dir, as `kcsi_attacher_unmount_device`. A `vol_data.json` that is there
 // but names another driver or handle is `KCSI_ERR_FAILED_PRECONDITION`; an unregistered driver
-// is `KCSI_ERR_NOT_FOUND` (transient).
+// is `KCSI_ERR_NOT_FOUND` (transient). When there is no such global mount dir but a block
+// volume (`kcsi_list_device_mounts`' `"kind": "block"`) records the driver and handle, that
+// volume is torn down as `kcsi_block_unmapper_tear_down_device` does.
 kcsi_result kcsi_unmount_device_by_handle(kcsi_host *h,
                                           const char *driver,
                                           const char *volume_handle,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kcsi::host::Host;
+use kcsi::node::NodeAgent;
 use kcsi::volume::expander::{self, ExpandOptions};
 
 use crate::args::{DriverArgs, ExpandCmd, PublishedCmd, VolumeCmd};
@@ -17,7 +17,7 @@ use crate::UsageError;
 /// A session with the driver identified and registered on a host rooted at `root`.
 struct Ready {
     s: Session,
-    host: Host,
+    host: NodeAgent,
     driver: String,
 }
 

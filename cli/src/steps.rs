@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use kcsi::csi::registration;
+use kcsi::disk::mounts;
 use kcsi::error::{Error, ErrorKind};
 use kcsi::host::Host;
+use kcsi::node::{registration, NodeAgent};
 use kcsi::volume::attacher::{self, MountDeviceArgs};
 use kcsi::volume::block::{BlockMapper, BlockUnmapper};
 use kcsi::volume::metrics;
@@ -43,11 +44,16 @@ pub async fn identify(s: &mut Session, want: Option<&str>) -> Result<String, Sto
 }
 
 /// RegisterPlugin: NodeGetInfo, node info recorded.
-pub async fn register(s: &mut Session, host: &Host, driver: &str, name: &str) -> Result<(), Stop> {
+pub async fn register(
+    s: &mut Session,
+    node: &NodeAgent,
+    driver: &str,
+    name: &str,
+) -> Result<(), Stop> {
     let endpoint = s.endpoint_str();
     s.step(name, async {
         let versions: Vec<String> = VERSIONS.iter().map(|v| v.to_string()).collect();
-        let info = registration::register(host, driver, &endpoint, &versions, None).await?;
+        let info = registration::register(node, driver, &endpoint, &versions, None).await?;
         Ok(Done::Value(
             (),
             Some(format!(
@@ -60,9 +66,9 @@ pub async fn register(s: &mut Session, host: &Host, driver: &str, name: &str) ->
     .map(drop)
 }
 
-pub async fn deregister(s: &mut Session, host: &Host, driver: &str) -> Result<(), Stop> {
+pub async fn deregister(s: &mut Session, node: &NodeAgent, driver: &str) -> Result<(), Stop> {
     s.step("deregister", async {
-        registration::deregister(host, driver).await.map(value)
+        registration::deregister(node, driver).await.map(value)
     })
     .await
     .map(drop)
@@ -311,48 +317,12 @@ pub async fn unstage(
     .map(drop)
 }
 
-/// Mounts at or below `root`, deepest first.
-pub fn mounts_below(root: &Path) -> Vec<PathBuf> {
-    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = table
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(unescape_mountinfo)
-        .map(PathBuf::from)
-        .filter(|p| p.starts_with(root))
-        .collect();
-    found.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
-    found.dedup();
-    found
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape_mountinfo(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
-            if let Ok(n) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(n as char);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i] as char);
-        i += 1;
-    }
-    out
-}
-
 pub const LEFTOVERS: &str = "unmount leftovers";
 
 /// The last resort after clean-up: whatever is still mounted under the root (the driver died
 /// or refused) is unmounted by kcsi itself, so no mount is left behind.
 pub async fn unmount_leftovers(s: &mut Session, root: &Path) -> Result<(), Stop> {
-    let left = mounts_below(root);
+    let left = mounts::mounts_below(root).unwrap_or_default();
     if left.is_empty() {
         return Ok(());
     }

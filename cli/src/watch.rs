@@ -1,12 +1,12 @@
 //! `kcsi watch`: a host with the plugin watcher on (host config `"pluginWatcher": true`),
 //! reporting each driver that registers through `<root>/plugins_registry` or goes away, from
-//! the host's status (`Host::status()`, the `kcsi_host_status` JSON), until interrupted.
+//! the node agent's status (`NodeAgent::status()`, the `kcsi_host_status` JSON), until interrupted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kcsi::config::HostConfig;
-use kcsi::host::Host;
+use kcsi::node::NodeAgent;
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -16,7 +16,7 @@ use crate::UsageError;
 
 const POLL: Duration = Duration::from_millis(200);
 
-fn drivers(host: &Host) -> BTreeMap<String, Value> {
+fn drivers(host: &NodeAgent) -> BTreeMap<String, Value> {
     let status = host.status();
     status["drivers"]
         .as_array()
@@ -32,7 +32,7 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
     let config = json!({"nodeName": node, "rootDir": root, "pluginWatcher": true});
     let config = HostConfig::from_json(&config.to_string())
         .map_err(|e| UsageError(format!("this kcsi cannot watch: {}", e.message())))?;
-    let host = Host::start(config).map_err(|e| UsageError(e.message().to_string()))?;
+    let host = NodeAgent::start(config).map_err(|e| UsageError(e.message().to_string()))?;
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
