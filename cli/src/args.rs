@@ -17,6 +17,13 @@ Exit status: 0 every step passed; 1 a step failed; 2 bad input (arguments, files
 130 interrupted (what was set up is cleaned up first)."
 )]
 pub struct Cli {
+    /// Machine-readable output on stdout, nothing else: one JSON object ({"ok", "steps": [...]}
+    /// for the driver commands), or one per line for each change with watch.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// kcsi's log lines on stderr (-v info, -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -77,12 +84,6 @@ pub struct DriverArgs {
     /// error:RPC:CODE[:MESSAGE], delay:RPC:DURATION. Each fires on the first matching call.
     #[arg(long, value_name = "FAULT")]
     pub fault: Vec<Fault>,
-    /// Print exactly one JSON object {"ok", "steps": [...]} on stdout, nothing else.
-    #[arg(long)]
-    pub json: bool,
-    /// kcsi's log lines on stderr (-v info, -vv debug).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
 }
 
 #[derive(Args, Clone)]
@@ -194,9 +195,6 @@ pub struct RootCmd {
     pub root: PathBuf,
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
-    /// One JSON object on stdout.
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Args)]
@@ -206,11 +204,6 @@ pub struct WatchCmd {
     pub root: PathBuf,
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
-    /// One JSON object per line for each change.
-    #[arg(long)]
-    pub json: bool,
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
 }
 
 #[derive(Args)]

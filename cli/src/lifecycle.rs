@@ -39,7 +39,7 @@ struct Run {
     secrets: kcsi::plain_spec::SecretsFile,
 }
 
-pub async fn run(args: LifecycleArgs) -> Result<i32, UsageError> {
+pub async fn run(args: LifecycleArgs, json: bool) -> Result<i32, UsageError> {
     let timeout = args.driver.timeout;
     if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86_400.0) {
         return Err(UsageError(format!(
@@ -66,7 +66,7 @@ pub async fn run(args: LifecycleArgs) -> Result<i32, UsageError> {
     let s = Session::start(
         &args.driver.endpoint,
         args.driver.fault.clone(),
-        args.driver.json,
+        json,
         Duration::from_secs_f64(timeout),
     )?;
     let node = node::node_name(&args.driver.node_name);

@@ -78,10 +78,10 @@ fn row_json(r: &Row) -> Value {
     })
 }
 
-pub fn list(cmd: RootCmd) -> Result<i32, UsageError> {
+pub fn list(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
     let (root, found) = walk(&cmd)?;
     let found = rows(&found);
-    if cmd.json {
+    if json {
         let volumes: Vec<Value> = found.iter().map(row_json).collect();
         println!("{}", json!({"root": root, "volumes": volumes}));
         return Ok(0);
@@ -114,7 +114,7 @@ pub fn list(cmd: RootCmd) -> Result<i32, UsageError> {
     Ok(0)
 }
 
-pub fn reconstruct(cmd: RootCmd) -> Result<i32, UsageError> {
+pub fn reconstruct(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
     let (root, found) = walk(&cmd)?;
     let host = node::host(&root, &node::node_name(&cmd.node_name), 30.0, None)?;
     let published = found.published.iter().map(|p| {
@@ -157,12 +157,12 @@ pub fn reconstruct(cmd: RootCmd) -> Result<i32, UsageError> {
                 json!({"dir": dir, "error": err.message()})
             }
         };
-        if !cmd.json {
+        if !json {
             println!("{item}");
         }
         out.push(item);
     }
-    if cmd.json {
+    if json {
         println!("{}", json!({"ok": ok, "volumes": out}));
     } else if out.is_empty() {
         println!("nothing to reconstruct under {}", root.display());

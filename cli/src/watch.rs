@@ -26,7 +26,7 @@ fn drivers(host: &NodeAgent) -> BTreeMap<String, Value> {
         .collect()
 }
 
-pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
+pub async fn run(cmd: WatchCmd, json: bool) -> Result<i32, UsageError> {
     let root = node::absolute("--root", &cmd.root)?;
     let node = node::node_name(&cmd.node_name);
     let config = json!({"nodeName": node, "rootDir": root, "pluginWatcher": true});
@@ -40,7 +40,7 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => return Err(UsageError(format!("cannot handle signals: {e}"))),
     };
-    if !cmd.json {
+    if !json {
         println!(
             "kcsi watch: node {node}, watching {} (Ctrl-C to stop)",
             host.layout.plugins_registry_dir().display()
@@ -51,7 +51,7 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
         let now = drivers(&host);
         for (name, d) in &now {
             if known.get(name) != Some(d) {
-                if cmd.json {
+                if json {
                     println!("{}", json!({"event": "registered", "driver": d}));
                 } else {
                     println!(
@@ -67,7 +67,7 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
         }
         for name in known.keys() {
             if !now.contains_key(name) {
-                if cmd.json {
+                if json {
                     println!(
                         "{}",
                         json!({"event": "deregistered", "driver": {"name": name}})

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::csi::proto::csi;
 use crate::disk::beneath::{Beneath, Entry};
 use crate::disk::inventory::{self, Kind};
 use crate::disk::paths::attachment_name;
@@ -226,28 +225,11 @@ pub async fn mount_device(
         None
     };
     let fs_type = src.fs_type.clone().unwrap_or_default();
-    let req = csi::NodeStageVolumeRequest {
-        volume_id: src.volume_handle.clone(),
-        publish_context,
-        staging_target_path: dmp.display().to_string(),
-        volume_capability: Some(volume_capability(
-            access_mode,
-            &caps,
-            &fs_type,
-            mount_flags,
-            fs_group,
-        )),
-        secrets,
-        volume_context: src
-            .volume_attributes
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
-    };
+    let capability = volume_capability(access_mode, &caps, &fs_type, mount_flags, fs_group);
     // The driver resolves the path itself: a symlink swapped in since must not lead it out.
     fs.check_no_symlink(&dmp, &csi_log!("attacher.MountDevice"))?;
-    if let Err(e) = op.client().node_stage(req, op.deadline).await {
+    let stage = op.node_stage(src, &dmp, publish_context, capability, secrets);
+    if let Err(e) = stage.await {
         if !e.is_uncertain() {
             cleanup_global_mount(&fs, &dmp);
         }
