@@ -14,11 +14,11 @@ repo=$PWD
 if [ "$(id -u)" != 0 ]; then echo "make demo needs root: the hostpath driver mounts" >&2; exit 1; fi
 
 building() { printf '==> demo: building %s\n' "$*"; }
-building "1/3 the real csi-driver-host-path (scripts/peers/build.sh hostpath): about 1 min the first time, cached after"
+building "1/3 the real csi-driver-host-path (scripts/peers/build.sh hostpath): 1-6 min the first time (its Kubernetes dependencies; 5.5 min measured on a busy 2-core machine with an empty Go cache), cached after"
 scripts/peers/build.sh hostpath
-building "2/3 the real node-driver-registrar (scripts/peers/build.sh registrar): about 1 min the first time, cached after"
+building "2/3 the real node-driver-registrar (scripts/peers/build.sh registrar): 1-3 min the first time (3 min measured the same way), cached after"
 scripts/peers/build.sh registrar
-building "3/3 libkcsi.so and the kcsi command (make build, one cargo release build): about 9 min the first time on 2 cores, most of it dependencies; seconds after"
+building "3/3 libkcsi.so and the kcsi command (make build, one cargo release build): about 11 min the first time on 2 busy cores (fetching and compiling the dependencies, then thin LTO); seconds after"
 make --no-print-directory build
 echo "==> demo: built; running"
 echo
