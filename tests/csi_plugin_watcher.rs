@@ -472,10 +472,14 @@ fn bad_registration_sockets_are_refused_once_and_nothing_registers() {
     // Nothing is retried, and each refusal was logged once: by the time the silent listener
     // (which is retried) has failed twice, its 1 s GetInfo timeout and the 500 ms first
     // backoff have passed, so a retry of any refused socket would have happened too.
-    wait_for("the silent listener's second attempt", Duration::from_secs(60), || {
-        w.socket(&silent_path)
-            .is_some_and(|s| s["attempts"].as_u64().unwrap_or(0) >= 2)
-    });
+    wait_for(
+        "the silent listener's second attempt",
+        Duration::from_secs(60),
+        || {
+            w.socket(&silent_path)
+                .is_some_and(|s| s["attempts"].as_u64().unwrap_or(0) >= 2)
+        },
+    );
     for (server, _) in &servers {
         assert_eq!(server.get_info_calls(), 1, "{}", server.socket.display());
         let name = server.socket.display().to_string();

@@ -398,8 +398,11 @@ fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
         // What a kill in each phase may leave: the calls before it completed, the one in
         // flight may or may not have (the driver finishes it without kcsi).
         let (staged, published) = env.driver.volume_paths(&handle);
-        let state = format!("kill {i} while {}: staged {staged:?}, published {published:?}, pod dir {:?}",
-            PHASES[phase].1, names(&pod_dir));
+        let state = format!(
+            "kill {i} while {}: staged {staged:?}, published {published:?}, pod dir {:?}",
+            PHASES[phase].1,
+            names(&pod_dir)
+        );
         match landed {
             b'S' => assert!(published.is_empty() && !pod_dir.exists(), "{state}"),
             b'P' | b'U' => assert!(!staged.is_empty(), "{state}"),

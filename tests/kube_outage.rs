@@ -56,9 +56,11 @@ fn api_server_down_at_host_start_reports_not_initialized_until_it_is_up() {
         start.elapsed()
     );
     // The host has tried the API server (and failed) before its state is read.
-    wait_for("API requests to the stopped server", Duration::from_secs(60), || {
-        host.status()["apiRequests"].as_u64().unwrap_or(0) >= 2
-    });
+    wait_for(
+        "API requests to the stopped server",
+        Duration::from_secs(60),
+        || host.status()["apiRequests"].as_u64().unwrap_or(0) >= 2,
+    );
     let status = host.status();
     assert_eq!(status["csiNodeInitialized"], json!(false));
     assert_eq!(status["lastError"], json!("CSINode is not yet initialized"));

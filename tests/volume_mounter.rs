@@ -621,11 +621,15 @@ fn driver_killed_mid_publish_is_uncertain() {
     let err = std::thread::scope(|s| {
         let publishing = s.spawn(|| v.m.set_up(None));
         // The kill lands mid-publish: the driver is inside NodePublishVolume (its hook says so).
-        common::wait_for("NodePublishVolume to hang in the driver", Duration::from_secs(30), || {
-            v.driver
-                .log()
-                .contains("test hook: NodePublishVolume hangs until its context ends")
-        });
+        common::wait_for(
+            "NodePublishVolume to hang in the driver",
+            Duration::from_secs(30),
+            || {
+                v.driver
+                    .log()
+                    .contains("test hook: NodePublishVolume hangs until its context ends")
+            },
+        );
         v.driver.kill();
         publishing.join().unwrap()
     })

@@ -29,7 +29,8 @@ fn channel(endpoint: &str) -> Result<tonic::transport::Channel, UsageError> {
 
 pub async fn create(cmd: CreateVolumeCmd) -> Result<i32, UsageError> {
     let timeout = timeout(cmd.timeout)?;
-    let bytes = parse_bytes(&cmd.size).map_err(|e| UsageError(format!("--size: {}", e.message())))?;
+    let bytes =
+        parse_bytes(&cmd.size).map_err(|e| UsageError(format!("--size: {}", e.message())))?;
     let ch = channel(&cmd.endpoint)?;
     let request = NewVolume {
         name: cmd.name,

@@ -385,7 +385,13 @@ fn create_volume_prints_the_new_id_and_delete_volume_removes_it() {
             .unwrap_or_else(|| panic!("the driver has no volume {id:?}"));
         assert_eq!(vol["VolName"], name);
         assert_eq!(vol["VolSize"], 8 << 20);
-        let out = run(&["delete-volume", "--endpoint", &endpoint, "--volume-handle", &id]);
+        let out = run(&[
+            "delete-volume",
+            "--endpoint",
+            &endpoint,
+            "--volume-handle",
+            &id,
+        ]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert!(!driver.volumes().iter().any(|v| v["VolID"] == id.as_str()));
     }
@@ -395,14 +401,40 @@ fn create_volume_prints_the_new_id_and_delete_volume_removes_it() {
 fn create_volume_with_bad_input_exits_2_and_a_driver_refusal_exits_1() {
     let driver = DriverProcess::hostpath("node-1", &[]);
     let endpoint = driver.endpoint();
-    let out = run(&["create-volume", "--endpoint", "/nonexistent/csi.sock", "--name", "v", "--size", "1Mi"]);
+    let out = run(&[
+        "create-volume",
+        "--endpoint",
+        "/nonexistent/csi.sock",
+        "--name",
+        "v",
+        "--size",
+        "1Mi",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let out = run(&["create-volume", "--endpoint", &endpoint, "--name", "v", "--size", "lots"]);
+    let out = run(&[
+        "create-volume",
+        "--endpoint",
+        &endpoint,
+        "--name",
+        "v",
+        "--size",
+        "lots",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--size"), "{}", stderr(&out));
-    let out = run(&["delete-volume", "--endpoint", &endpoint, "--volume-handle", ""]);
+    let out = run(&[
+        "delete-volume",
+        "--endpoint",
+        &endpoint,
+        "--volume-handle",
+        "",
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("DeleteVolume failed"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("DeleteVolume failed"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
