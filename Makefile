@@ -15,10 +15,11 @@ TOOLS = $(shell scripts/tools.sh)
 all: build
 
 ## build: the shared and static library, with SONAME libkcsi.so.1 and its dev symlinks, and the
-## `kcsi` command line (target/release/kcsi).
+## `kcsi` command line (target/release/kcsi). One cargo invocation: the library and the command
+## share one feature set of their dependencies, so the crate compiles once and a second
+## `make build` (or `make install`) does nothing.
 build:
-	cargo build --release --lib
-	cargo build --release -p kcsi-cli --bin kcsi
+	cargo build --release --workspace
 	cd $(RELEASE) && ln -sf libkcsi.so libkcsi.so.1
 
 ## header: regenerate include/kcsi.h and include/kcsi_dlopen.h (the dlopen function-pointer
@@ -48,9 +49,10 @@ check-header:
 peers:
 	scripts/peers/build.sh
 
-## demo: build everything, then a node agent on libkcsi with the plugin watcher takes one volume
+## demo: build what the demo runs (library, `kcsi`, hostpath driver, registrar; each step says
+## what it builds), then a node agent on libkcsi with the plugin watcher takes one volume
 ## through its life against the real hostpath driver and node-driver-registrar.
-demo: build peers
+demo:
 	scripts/demo.sh
 
 ## test: every test, as CI runs it.

@@ -4,10 +4,25 @@
 # node-driver-registrar. The watcher picks the driver up; then one volume is staged,
 # published, written and read through the pod's path, measured, unpublished and unstaged,
 # each step printed with what kcsi did and how long it took.
-# Needs root (the driver bind-mounts), `make build` and the peers (make demo does both).
+# Needs root (the driver bind-mounts). It first builds exactly what it runs, one line per
+# step saying what and how long that usually takes: the release library and the `kcsi`
+# command (one cargo invocation, `make build`), the hostpath driver and the registrar
+# (cached outside git; nothing else of the test peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+if [ "$(id -u)" != 0 ]; then echo "make demo needs root: the hostpath driver mounts" >&2; exit 1; fi
+
+building() { printf '==> demo: building %s\n' "$*"; }
+building "1/3 the real csi-driver-host-path (scripts/peers/build.sh hostpath): 1-6 min the first time (its Kubernetes dependencies; 5.5 min measured on a busy 2-core machine with an empty Go cache), cached after"
+scripts/peers/build.sh hostpath
+building "2/3 the real node-driver-registrar (scripts/peers/build.sh registrar): 1-3 min the first time (3 min measured the same way), cached after"
+scripts/peers/build.sh registrar
+building "3/3 libkcsi.so and the kcsi command (make build, one cargo release build): about 11 min the first time on 2 busy cores (fetching and compiling the dependencies, then thin LTO); seconds after"
+make --no-print-directory build
+echo "==> demo: built; running"
+echo
+
 work=$(mktemp -d /tmp/kcsi-demo.XXXXXX)
 cleanup() {
   # Whatever the script left running or mounted, even if it failed half-way.
@@ -24,10 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [ "$(id -u)" != 0 ]; then echo "make demo needs root: the hostpath driver mounts" >&2; exit 1; fi
-cargo build --quiet --example create_volume
 hostpath=$(scripts/peers/path.sh hostpath)
 registrar=$(scripts/peers/path.sh registrar)
 KCSI_LIB="$repo/target/release/libkcsi.so" PYTHONPATH="$repo/bindings/python" \
-  python3 examples/python/demo.py "$work" "$hostpath" "$registrar" "$repo/target/debug/examples/create_volume" ||
+  python3 examples/python/demo.py "$work" "$hostpath" "$registrar" "$repo/target/release/kcsi" ||
   { status=$?; for l in "$work"/*.log; do echo "--- $l" >&2; tail -20 "$l" >&2; done; exit $status; }

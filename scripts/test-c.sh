@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# C suite: the headers (kcsi.h, kcsi_dlopen.h) as C11 and C++17, the C API test against the real hostpathplugin (plain, under
-# AddressSanitizer, under valgrind), dlopen of every contract symbol, the exported-symbol
+# C suite: the headers (kcsi.h, kcsi_dlopen.h) as C11 and C++17, the C API test and the
+# lifecycle test (every volume export through a whole lifecycle, volumes created with `kcsi
+# create-volume`) against the real hostpathplugin, each plain, under AddressSanitizer and under
+# valgrind; a check that those two programs call every exported function; dlopen of every
+# contract symbol, the exported-symbol
 # snapshot, the SONAME, and `make install` + pkg-config + the example host.
 #   KCSI_UPDATE_SNAPSHOT=1 scripts/test-c.sh   rewrites tests/c/exported_symbols.txt
 # Runs every step, then fails if any failed.
@@ -11,15 +14,18 @@ LIBDIR=${KCSI_LIBDIR:-$REPO/target/release}   # KCSI_LIBDIR: test another build 
 LIB=$LIBDIR/libkcsi.so
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -pedantic -I"$REPO/include")
 
-[ -e "$LIB" ] || make --no-print-directory build || exit 1
+KCSI=$REPO/target/release/kcsi   # the provisioner's CreateVolume for the lifecycle test
+[ -e "$LIB" ] && [ -x "$KCSI" ] || make --no-print-directory build || exit 1
 HOSTPATH=$(scripts/peers/path.sh hostpath) || exit 1   # built by `make peers` (scripts/test.sh does it)
 
 WORK=$(mktemp -d /tmp/kcsi-c.XXXXXX)
 DRIVER_PID=
 cleanup() {
   if [ -n "$DRIVER_PID" ]; then kill "$DRIVER_PID" 2>/dev/null; wait "$DRIVER_PID" 2>/dev/null; fi
-  # Nothing here mounts, but never leave a mount behind a test dir.
+  # Never leave a mount behind a test dir.
   grep -o " $WORK[^ ]*" /proc/self/mountinfo 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null
+  # A lifecycle run that died before DeleteVolume leaves its block volume's loop device.
+  losetup -a | awk -F: -v w="$WORK/" 'index($0, w) { print $1 }' | xargs -r -n1 losetup -d 2>/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -51,16 +57,47 @@ header_cxx() {
       -L"$LIBDIR" -lkcsi -Wl,-rpath,"$LIBDIR" -o "$WORK/host-cxx"
 }
 
-# Each run gets its own root dir.
+# Each run gets its own root dir. run_api_test BIN WRAPPER...: the API test;
+# run_lifecycle_test BIN WRAPPER...: the lifecycle test on a fresh filesystem and block volume,
+# deleted afterwards (hostpathplugin detaches the block volume's loop device only then).
 run_api_test() {
   local bin=$1; shift
   local root; root=$(mktemp -d "$WORK/root.XXXXXX")
   "$@" "$bin" "$SOCK" "$DRIVER" "$root"
 }
+run_lifecycle_test() {
+  local bin=$1; shift
+  local root fs block rc; root=$(mktemp -d "$WORK/root.XXXXXX")
+  fs=$("$KCSI" create-volume --endpoint "$SOCK" --name "c-fs-${root##*.}" --size 16Mi) || return 1
+  block=$("$KCSI" create-volume --endpoint "$SOCK" --name "c-block-${root##*.}" --size 8Mi --block) ||
+    { "$KCSI" delete-volume --endpoint "$SOCK" --volume-handle "$fs"; return 1; }
+  "$@" "$bin" "$SOCK" "$DRIVER" "$root" "$fs" "$block"; rc=$?
+  "$KCSI" delete-volume --endpoint "$SOCK" --volume-handle "$fs" || rc=1
+  "$KCSI" delete-volume --endpoint "$SOCK" --volume-handle "$block" || rc=1
+  return $rc
+}
+
+# c_program NAME FLAGS...: builds tests/c/NAME.c against the library into $WORK/NAME<suffix>.
+c_program() {
+  local name=$1 out=$2; shift 2
+  gcc "${CFLAGS[@]}" "$@" "tests/c/$name.c" -L"$LIBDIR" -lkcsi -Wl,-rpath,"$LIBDIR" -o "$WORK/$out"
+}
 
 api_test() {
-  gcc "${CFLAGS[@]}" -O1 tests/c/api_test.c -L"$LIBDIR" -lkcsi -Wl,-rpath,"$LIBDIR" -o "$WORK/api_test" &&
-    run_api_test "$WORK/api_test" env
+  c_program api_test api_test -O1 && run_api_test "$WORK/api_test" env
+}
+
+lifecycle_test() {
+  c_program lifecycle_test lifecycle_test -O1 && run_lifecycle_test "$WORK/lifecycle_test" env
+}
+
+# Every exported function is called by one of the programs ASAN and valgrind run.
+every_export_exercised() {
+  local missing
+  missing=$(nm -D --defined-only "$LIB" | awk '{print $NF}' | grep '^kcsi_' | sort -u |
+    while read -r f; do grep -qw "$f" tests/c/api_test.c tests/c/lifecycle_test.c || echo "$f"; done)
+  [ -z "$missing" ] || { echo "exports no C test calls (so neither ASAN nor valgrind checks them):"; echo "$missing"; return 1; }
+  echo "every export is called by tests/c/api_test.c or tests/c/lifecycle_test.c"
 }
 
 dlopen_test() {
@@ -111,36 +148,48 @@ install_and_example() {
     grep -q "\"name\":\"$DRIVER\"" "$WORK/example.out" && grep -q "^deregistered $DRIVER" "$WORK/example.out"
 }
 
-asan() {
-  gcc "${CFLAGS[@]}" -g -O1 -fsanitize=address -fno-omit-frame-pointer tests/c/api_test.c \
-    -L"$LIBDIR" -lkcsi -Wl,-rpath,"$LIBDIR" -o "$WORK/api_test_asan" || return 1
+# asan_run PROGRAM RUNNER: PROGRAM built with AddressSanitizer (leak checks on), run by RUNNER.
+asan_run() {
+  local name=$1 runner=$2
+  c_program "$name" "${name}_asan" -g -O1 -fsanitize=address -fno-omit-frame-pointer || return 1
   # Proof the sanitizer is really in the binary, not just asked for.
-  ldd "$WORK/api_test_asan" | grep -q libasan || { echo "libasan is not linked"; return 1; }
+  ldd "$WORK/${name}_asan" | grep -q libasan || { echo "libasan is not linked"; return 1; }
   ASAN_OPTIONS=detect_leaks=1:exitcode=23 \
     LSAN_OPTIONS=suppressions=$REPO/tests/c/lsan.supp:print_suppressions=0 \
-    run_api_test "$WORK/api_test_asan" env >"$WORK/asan.out" 2>&1
+    "$runner" "$WORK/${name}_asan" env >"$WORK/$name-asan.out" 2>&1
   local rc=$?
-  cat "$WORK/asan.out"
-  grep -q "^asan: on" "$WORK/asan.out" || { echo "the test binary was not built with ASAN"; return 1; }
+  cat "$WORK/$name-asan.out"
   return $rc
 }
+asan() {
+  asan_run api_test run_api_test || return 1
+  grep -q "^asan: on" "$WORK/api_test-asan.out" || { echo "the test binary was not built with ASAN"; return 1; }
+  asan_run lifecycle_test run_lifecycle_test
+}
 
+# valgrind_run PROGRAM RUNNER
 valgrind_run() {
-  gcc "${CFLAGS[@]}" -g -O0 tests/c/api_test.c -L"$LIBDIR" -lkcsi -Wl,-rpath,"$LIBDIR" -o "$WORK/api_test_vg" || return 1
-  run_api_test "$WORK/api_test_vg" valgrind -q --error-exitcode=1 --leak-check=full \
+  local name=$1 runner=$2
+  c_program "$name" "${name}_vg" -g -O0 || return 1
+  "$runner" "$WORK/${name}_vg" valgrind -q --error-exitcode=1 --leak-check=full \
     --errors-for-leak-kinds=definite --show-leak-kinds=definite \
     --suppressions="$REPO/tests/c/valgrind.supp"
+}
+valgrind_both() {
+  valgrind_run api_test run_api_test && valgrind_run lifecycle_test run_lifecycle_test
 }
 
 step header-c11 header_c
 step header-c++17 header_cxx
 step api-test api_test
+step lifecycle-test lifecycle_test
+step every-export-exercised every_export_exercised
 step dlopen-contract dlopen_test
 step exported-symbols exported_symbols
 step soname soname
 step install-pkgconfig-example install_and_example
 step asan asan
-step valgrind valgrind_run
+step valgrind valgrind_both
 
 echo "C suite: $passed passed, ${#failed[@]} failed${failed[*]:+ (${failed[*]})}"
 [ ${#failed[@]} -eq 0 ]

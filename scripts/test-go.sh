@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Go suite: `make install` into a private prefix, then, with PKG_CONFIG_PATH and
 # LD_LIBRARY_PATH pointing there, in bindings/go: gofmt, go vet (all build tags), go test -race
-# against real CSI drivers (hostpathplugin; the e2e mock driver where a test needs a volume that
-# exists from the start), the GC-stress test (GOGC=1, -tags gcstress), and the example built both
-# ways (shared: no rpath; -tags kcsi_static: no libkcsi.so.1 needed) and run against hostpathplugin.
+# against the real hostpathplugin (volumes created with the installed `kcsi create-volume`), the
+# GC-stress test (GOGC=1, -tags gcstress; a -run pattern that matches no test fails the step),
+# and the example built both ways (shared: no rpath; -tags kcsi_static: no libkcsi.so.1 needed)
+# and run against hostpathplugin.
 # bindings/go/kcsiprom (the Prometheus collector, its own module) is vetted and tested too.
 #   KCSI_GO_PREFIX=<dir>          install prefix (default: target/go-prefix)
 #   KCSI_GCSTRESS_DURATION=<dur>  GC-stress run time (default 10s)
@@ -16,13 +17,12 @@ GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 export GOTOOLCHAIN=local GOPROXY=off   # the package needs nothing but the standard library
 
 make --no-print-directory install PREFIX="$PREFIX" || exit 1
-for peer in hostpath mockdriver registrar; do
+for peer in hostpath registrar; do
   scripts/peers/path.sh "$peer" >/dev/null 2>&1 || scripts/peers/build.sh "$peer" || exit 1
 done
-export KCSI_HOSTPATH KCSI_MOCKDRIVER KCSI_REGISTRAR
+export KCSI_HOSTPATH KCSI_REGISTRAR KCSI_CLI=$PREFIX/bin/kcsi
 KCSI_HOSTPATH=$(scripts/peers/path.sh hostpath)
 KCSI_REGISTRAR=$(scripts/peers/path.sh registrar)
-KCSI_MOCKDRIVER=$(scripts/peers/path.sh mockdriver)
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
@@ -39,6 +39,16 @@ step() {
   local name=$1; shift
   echo "--- $name"
   if "$@"; then passed=$((passed + 1)); echo "--- $name: ok"; else failed+=("$name"); echo "--- $name: FAILED"; fi
+}
+
+# tests_ran CMD...: runs a verbose `go test -run ...` and fails when it ran no test (go test
+# itself passes then, with "no tests to run").
+tests_ran() {
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  printf '%s\n' "$out"
+  [ $rc = 0 ] || return $rc
+  grep -q '^--- PASS: ' <<<"$out" || { echo "no test matched: $*"; return 1; }
 }
 
 gofmt_clean() {
@@ -75,7 +85,7 @@ cd bindings/go
 step gofmt gofmt_clean
 step vet vet_all
 step test "$GO" test -race -count=1 ./...
-step gcstress env GOGC=1 "$GO" test -race -count=1 -tags gcstress -run GCStress -v .
+step gcstress tests_ran env GOGC=1 "$GO" test -race -count=1 -tags gcstress -run GCStress -v .
 # kcsiprom is its own module (client_golang): the only step that may fetch modules.
 step kcsiprom bash -c "cd kcsiprom && env -u GOPROXY '$GO' vet ./... && env -u GOPROXY '$GO' test -race -count=1 ./..."
 step example-build "$GO" build -o "$WORK/register" ./examples/register

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rust suite: unit tests and the integration suites in tests/ (against the real peers: the
-# hostpath driver, csi-sanity, kube-apiserver on etcd; the fault driver where a test injects a
+# hostpath driver, kube-apiserver on etcd; the fault driver where a test injects a
 # fault). Extra arguments go to cargo test, e.g. scripts/test-rust.sh --test volume_mounter;
 # KCSI_TEST_THREADS (default 4) sets the test threads per binary.
 set -euo pipefail

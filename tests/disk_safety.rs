@@ -268,6 +268,15 @@ fn block_volumes_are_listed_and_torn_down_by_handle_after_a_restart() {
     assert!(mounts_below(env.root()).is_empty());
 }
 
+/// The kill loop's phases, each marked by one byte the child appends to its phase file before
+/// the call: a kill lands in the phase of the last byte written.
+const PHASES: [(u8, &str); 4] = [
+    (b'S', "staging"),
+    (b'P', "publishing"),
+    (b'U', "tearing down"),
+    (b'D', "unstaging"),
+];
+
 /// Kill-loop child: sets up and tears down one volume forever against the driver the parent
 /// started, until the parent SIGKILLs it. Does nothing unless run by the parent.
 #[test]
@@ -292,13 +301,27 @@ fn kill_loop_child() {
             let _ = host.set_up(&spec, &pod(UID));
         }
     }
-    std::fs::write(std::env::var("KCSI_KILL_READY").unwrap(), "").unwrap();
+    let mut phases = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(std::env::var("KCSI_KILL_PHASES").unwrap())
+        .unwrap();
+    let mut mark = |phase: u8| std::io::Write::write_all(&mut phases, &[phase]).unwrap();
     loop {
+        mark(b'S');
         let _ = host.mount_device(&spec, &dmp);
+        mark(b'P');
         let _ = host.set_up(&spec, &pod(UID));
+        mark(b'U');
         let _ = host.tear_down("pv-kill", UID);
+        mark(b'D');
         let _ = host.unmount_device(&dmp);
     }
+}
+
+/// The phase the child last entered, from its phase file.
+fn last_phase(file: &Path) -> Option<u8> {
+    std::fs::read(file).ok().and_then(|b| b.last().copied())
 }
 
 /// What a killed host left, in a few words: files kcsi wrote, mounts, the driver's view.
@@ -337,9 +360,9 @@ fn describe_leftovers(env: &Env, handle: &str, pod_dir: &Path, sha_dir: &Path) -
     }
 }
 
-/// Starts `kill_loop_child` on `env`'s root and driver, waits until it is ready, lets it run
+/// Starts `kill_loop_child` republishing on `env`'s root and driver, waits until it is ready, lets it run
 /// for a random while below `max_micros`, and SIGKILLs it.
-fn run_and_kill_child(env: &Env, handle: &str, ready: &Path, republish: bool, max_micros: u64) {
+fn run_and_kill_republisher(env: &Env, handle: &str, ready: &Path, max_micros: u64) {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args([
@@ -353,11 +376,9 @@ fn run_and_kill_child(env: &Env, handle: &str, ready: &Path, republish: bool, ma
         .env("KCSI_KILL_ENDPOINT", env.driver.endpoint())
         .env("KCSI_KILL_HANDLE", handle)
         .env("KCSI_KILL_READY", ready)
+        .env("KCSI_KILL_REPUBLISH", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    if republish {
-        command.env("KCSI_KILL_REPUBLISH", "1");
-    }
     let mut child = command.spawn().unwrap();
     wait_for("the child host", Duration::from_secs(30), || ready.exists());
     std::thread::sleep(Duration::from_micros(fastrand::u64(0..max_micros)));
@@ -387,7 +408,7 @@ fn kills_mid_write_leave_temp_files_only_in_kcsis_temp_dir_which_a_new_host_swee
     let (mut kills, mut mid_write) = (0, 0);
     while mid_write < WANTED && kills < MAX_KILLS {
         let ready = scratch.path().join(format!("ready-{kills}"));
-        run_and_kill_child(&env, &handle, &ready, true, 20_000);
+        run_and_kill_republisher(&env, &handle, &ready, 20_000);
         kills += 1;
         for dir in [&pod_dir, &sha_dir] {
             assert_eq!(
@@ -421,19 +442,62 @@ fn kills_mid_write_leave_temp_files_only_in_kcsis_temp_dir_which_a_new_host_swee
 
 #[test]
 fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
-    const KILLS: usize = 30;
+    const KILLS: usize = 32; // 8 aimed at each phase
     let mut env = Env::new();
     let handle = env.driver.create_volume("pv-kill", false, 1 << 20);
     let (pod_dir, dmp) = (env.pod_dir("pv-kill"), env.dmp(&handle));
     let sha_dir = dmp.parent().unwrap().to_path_buf();
     let scratch = short_tempdir("kcsi-kill");
-    let mut left: BTreeMap<String, usize> = BTreeMap::new();
+    let mut left: BTreeMap<(usize, String), usize> = BTreeMap::new();
     for i in 0..KILLS {
-        let ready = scratch.path().join(format!("ready-{i}"));
-        run_and_kill_child(&env, &handle, &ready, false, 150_000);
+        let (aim, aim_name) = PHASES[i % PHASES.len()];
+        let phases = scratch.path().join(format!("phases-{i}"));
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "kill_loop_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("KCSI_KILL_ROOT", env.root())
+            .env("KCSI_KILL_ENDPOINT", env.driver.endpoint())
+            .env("KCSI_KILL_HANDLE", &handle)
+            .env("KCSI_KILL_PHASES", &phases)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill as soon as the child enters the aimed-at phase, or a little into it.
+        let start = std::time::Instant::now();
+        while last_phase(&phases) != Some(aim) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "kill {i}: the child never started {aim_name}"
+            );
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        std::thread::sleep(Duration::from_micros(fastrand::u64(0..3_000)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let landed = last_phase(&phases).unwrap();
+        let phase = PHASES.iter().position(|(b, _)| *b == landed).unwrap();
 
+        // What a kill in each phase may leave: the calls before it completed, the one in
+        // flight may or may not have (the driver finishes it without kcsi).
+        let (staged, published) = env.driver.volume_paths(&handle);
+        let state = format!(
+            "kill {i} while {}: staged {staged:?}, published {published:?}, pod dir {:?}",
+            PHASES[phase].1,
+            names(&pod_dir)
+        );
+        match landed {
+            b'S' => assert!(published.is_empty() && !pod_dir.exists(), "{state}"),
+            b'P' | b'U' => assert!(!staged.is_empty(), "{state}"),
+            _ => assert!(published.is_empty() && !pod_dir.exists(), "{state}"),
+        }
         *left
-            .entry(describe_leftovers(&env, &handle, &pod_dir, &sha_dir))
+            .entry((phase, describe_leftovers(&env, &handle, &pod_dir, &sha_dir)))
             .or_default() += 1;
         env.restart_host();
         match env.host.tear_down("pv-kill", UID) {
@@ -467,8 +531,14 @@ fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
         );
     }
     eprintln!("{KILLS} kills; what each left before a fresh host tore it down:");
-    for (what, n) in &left {
-        eprintln!("  {n:>3} x {what}");
+    for ((phase, what), n) in &left {
+        eprintln!("  {n:>3} x killed while {}: {what}", PHASES[*phase].1);
+    }
+    for (phase, (_, name)) in PHASES.iter().enumerate() {
+        assert!(
+            left.keys().any(|(p, _)| *p == phase),
+            "no kill landed while {name}: {left:?}"
+        );
     }
 }
 
@@ -479,6 +549,8 @@ fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
 struct Tally {
     ops: usize,
     ok: usize,
+    /// Successful SetUps: the race must not starve the work it races on.
+    published: usize,
     /// Refusals the state explains (publish of an unstaged volume, unstage while published,
     /// teardown of nothing, a stale unmounter).
     refused: usize,
@@ -489,6 +561,7 @@ struct Tally {
 fn sixteen_threads_racing_on_one_volume_stay_consistent_with_the_driver() {
     const THREADS: usize = 16;
     const ROUNDS: usize = 12;
+    const MIN_PUBLISHED: usize = 4;
     let env = Env::new();
     let handle = env.driver.create_volume("pv-race", false, 1 << 20);
     let (spec, dmp) = (pv_spec("pv-race", &handle, false), env.dmp(&handle));
@@ -510,7 +583,10 @@ fn sixteen_threads_racing_on_one_volume_stay_consistent_with_the_driver() {
                     let mut t = tally.lock().unwrap();
                     t.ops += 1;
                     match result {
-                        Ok(()) => t.ok += 1,
+                        Ok(()) => {
+                            t.ok += 1;
+                            t.published += usize::from(op == 2);
+                        }
                         Err(e) if explained(op, &e) => t.refused += 1,
                         Err(e) => t.failed.push(format!("op {op}: {e:?}")),
                     }
@@ -545,13 +621,22 @@ fn sixteen_threads_racing_on_one_volume_stay_consistent_with_the_driver() {
     assert!(files_below(env.root()).is_empty() && mounts_below(env.root()).is_empty());
     let t = tally.into_inner().unwrap();
     eprintln!(
-        "{} concurrent operations on one volume ({THREADS} threads x {ROUNDS} rounds): {} ok, {} refused as the state explains, {} failed; driver saw {} NodeStage, {} NodeUnstage, {} NodePublish, {} NodeUnpublish",
-        t.ops, t.ok, t.refused, t.failed.len(),
+        "{} concurrent operations on one volume ({THREADS} threads x {ROUNDS} rounds): {} ok ({} SetUps), {} refused as the state explains, {} failed; driver saw {} NodeStage, {} NodeUnstage, {} NodePublish, {} NodeUnpublish",
+        t.ops, t.ok, t.published, t.refused, t.failed.len(),
         env.driver.calls("NodeStageVolume").len(), env.driver.calls("NodeUnstageVolume").len(),
         env.driver.calls("NodePublishVolume").len(), env.driver.calls("NodeUnpublishVolume").len(),
     );
     assert!(t.failed.is_empty(), "{:#?}", t.failed);
     assert_eq!(t.ops, THREADS * ROUNDS);
+    // A consistent run that refused everything would prove nothing: volumes really got
+    // published, and each successful SetUp is backed by a real NodePublish or a mount kcsi found.
+    assert!(
+        t.published >= MIN_PUBLISHED,
+        "only {} of {} SetUps succeeded (want at least {MIN_PUBLISHED})",
+        t.published,
+        THREADS * ROUNDS / 4
+    );
+    assert!(!env.driver.calls("NodePublishVolume").is_empty());
 }
 
 /// Whether a failed racing operation is what the volume's state at that moment explains.

@@ -640,11 +640,16 @@ fn driver_killed_mid_publish_is_uncertain() {
     );
     let err = std::thread::scope(|s| {
         let publishing = s.spawn(|| v.m.set_up(None));
-        // Capabilities are logged once answered; the publish hangs right after.
-        common::wait_for("the capability probe", Duration::from_secs(10), || {
-            !v.driver.requests("NodeGetCapabilities").is_empty()
-        });
-        std::thread::sleep(Duration::from_millis(300));
+        // The kill lands mid-publish: the driver is inside NodePublishVolume (its hook says so).
+        common::wait_for(
+            "NodePublishVolume to hang in the driver",
+            Duration::from_secs(30),
+            || {
+                v.driver
+                    .log()
+                    .contains("test hook: NodePublishVolume hangs until its context ends")
+            },
+        );
         v.driver.kill();
         publishing.join().unwrap()
     })

@@ -28,10 +28,10 @@ func TestGCStressClosesAndCollectsHandlesWhileCallsAreInFlight(t *testing.T) {
 		}
 		duration = d
 	}
-	d := startMockDriver(t, "gc.csi.kcsi.dev", "--disable-attach")
+	d := startHostpathDriver(t, "gc.csi.kcsi.dev")
 	root := shortTempDir(t, "kcsigo-gc")
 	cfg := Config{NodeName: "node-gc", RootDir: root, CSIDrivers: []any{noAttachCSIDriver(d.Name)}}
-	spec := pvSpec(d.Name, "pv-gc", "1")
+	spec := pvSpec(d.Name, "pv-gc", createVolume(t, d, "pv-gc", "1Mi", false))
 
 	// The inner handles of wrappers whose references were dropped: their cleanups must free
 	// them once the last call on them has returned.

@@ -3,6 +3,7 @@ package kcsi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,10 +18,11 @@ import (
 )
 
 // The tests run against real CSI driver processes: the real csi-driver-host-path
-// (hostpathplugin), and Kubernetes' e2e mock driver where a test needs a volume that exists
-// from the start (the mock's "1", "2", "3"; hostpathplugin's volumes need a CreateVolume, which
-// takes a gRPC client this standard-library-only package does not have). Binaries come from the
-// repository's peer cache (scripts/peers/path.sh) or $KCSI_HOSTPATH / $KCSI_MOCKDRIVER.
+// (hostpathplugin), its volumes created with the project's own command line (`kcsi
+// create-volume`, the external-provisioner's call: this standard-library-only package has no
+// gRPC client). No test here needs a capability hostpath lacks, so no mock driver. Binaries
+// come from the repository's peer cache (scripts/peers/path.sh) and target/release, or
+// $KCSI_HOSTPATH / $KCSI_CLI.
 var peerBinaries sync.Map // peer name -> func() (string, error)
 
 func peerBinary(t testing.TB, peer, env string) string {
@@ -67,6 +69,7 @@ type driverProcess struct {
 	Name     string
 	Socket   string
 	Endpoint string // unix://<socket>
+	StateDir string // hostpathplugin's --statedir: a filesystem volume is the directory <StateDir>/<id>
 	cmd      *exec.Cmd
 	log      *syncBuffer
 	stopOnce sync.Once
@@ -94,16 +97,57 @@ func (s *syncBuffer) String() string {
 func startHostpathDriver(t testing.TB, name string, flags ...string) *driverProcess {
 	t.Helper()
 	dir := shortTempDir(t, "kcsigo-drv")
-	args := append([]string{"--nodeid=" + name, "--statedir=" + filepath.Join(dir, "state"), "-v=5"}, flags...)
-	return startDriver(t, peerBinary(t, "hostpath", "KCSI_HOSTPATH"), dir, name, args)
+	state := filepath.Join(dir, "state")
+	args := append([]string{"--nodeid=" + name, "--statedir=" + state, "-v=5"}, flags...)
+	d := startDriver(t, peerBinary(t, "hostpath", "KCSI_HOSTPATH"), dir, name, args)
+	d.StateDir = state
+	return d
 }
 
-// startMockDriver starts the e2e mock driver named name (node id = name; volumes "1", "2",
-// "3" exist) and stops it when the test ends.
-func startMockDriver(t testing.TB, name string, flags ...string) *driverProcess {
+// kcsiCommand is the project's command line: $KCSI_CLI, else the release build's.
+func kcsiCommand(t testing.TB) string {
 	t.Helper()
-	dir := shortTempDir(t, "kcsigo-drv")
-	return startDriver(t, peerBinary(t, "mockdriver", "KCSI_MOCKDRIVER"), dir, name, append([]string{"-v=3"}, flags...))
+	if p := os.Getenv("KCSI_CLI"); p != "" {
+		return p
+	}
+	p, err := filepath.Abs("../../target/release/kcsi")
+	if err == nil {
+		_, err = os.Stat(p)
+	}
+	if err != nil {
+		t.Fatalf("the kcsi command is not built (make build, or set KCSI_CLI): %v", err)
+	}
+	return p
+}
+
+// createVolume creates a volume of size (e.g. "16Mi") named name on driver d with
+// `kcsi create-volume`, as the external-provisioner would, and returns its handle; the volume
+// is deleted when the test ends (hostpathplugin detaches a block volume's loop device only then).
+func createVolume(t testing.TB, d *driverProcess, name, size string, block bool) string {
+	t.Helper()
+	bin := kcsiCommand(t)
+	args := []string{"create-volume", "--endpoint=" + d.Endpoint, "--name=" + name, "--size=" + size}
+	if block {
+		args = append(args, "--block")
+	}
+	out, err := exec.Command(bin, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%v: %s", err, ee.Stderr)
+		}
+		t.Fatalf("kcsi create-volume %s: %v", name, err)
+	}
+	id := strings.TrimSpace(string(out))
+	if id == "" {
+		t.Fatalf("kcsi create-volume %s printed no volume id", name)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(bin, "delete-volume", "--endpoint="+d.Endpoint, "--volume-handle="+id).CombinedOutput(); err != nil {
+			t.Errorf("kcsi delete-volume %s: %v: %s", id, err, out)
+		}
+	})
+	return id
 }
 
 func startDriver(t testing.TB, bin, dir, name string, args []string) *driverProcess {
@@ -132,6 +176,35 @@ func startDriver(t testing.TB, bin, dir, name string, args []string) *driverProc
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// driverCall is one RPC from the driver's call log: hostpathplugin at -v=5 logs a
+// `gRPCCall: {"Method", "Request", "Response", "Error"}` line per call.
+type driverCall struct {
+	Method   string
+	Request  json.RawMessage
+	Response json.RawMessage
+	Error    string
+}
+
+// calls returns the calls to the method whose name ends in method, in order.
+func (d *driverProcess) calls(t testing.TB, method string) []driverCall {
+	t.Helper()
+	var out []driverCall
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		_, j, ok := strings.Cut(line, "gRPCCall: ")
+		if !ok {
+			continue
+		}
+		var c driverCall
+		if err := json.Unmarshal([]byte(j), &c); err != nil {
+			t.Fatalf("driver %s logged a call that is not JSON: %v: %s", d.Name, err, j)
+		}
+		if strings.HasSuffix(c.Method, "/"+method) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // stop ends the driver process (SIGTERM, then SIGKILL after 10 s); idempotent.

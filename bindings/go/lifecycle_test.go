@@ -40,12 +40,22 @@ func pod(uid string) json.RawMessage {
 	return b
 }
 
+// needsRoot skips a test that mounts when not run as root (scripts/test-go.sh runs as root).
+func needsRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the hostpath driver mounts: needs root")
+	}
+}
+
 func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *testing.T) {
-	d := startMockDriver(t, "fs.csi.kcsi.dev", "--disable-attach")
+	needsRoot(t)
+	d := startHostpathDriver(t, "fs.csi.kcsi.dev")
 	h := newTestHost(t, Config{CSIDrivers: []any{noAttachCSIDriver(d.Name)}})
 	ctx := context.Background()
 	registerDriver(t, h, d, "")
-	spec := pvSpec(d.Name, "pv-fs", "1") // the mock driver's volume "1"
+	handle := createVolume(t, d, "pv-fs", "16Mi", false)
+	spec := pvSpec(d.Name, "pv-fs", handle)
 
 	if ok, err := h.CanSupport(spec); err != nil || !ok {
 		t.Fatalf("CanSupport = %v, %v", ok, err)
@@ -59,7 +69,7 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 	if ok, err := h.RequiresRemount(spec); err != nil || ok {
 		t.Fatalf("RequiresRemount = %v, %v", ok, err)
 	}
-	if name, err := h.VolumeName(spec); err != nil || name != d.Name+"^1" {
+	if name, err := h.VolumeName(spec); err != nil || name != d.Name+"^"+handle {
 		t.Fatalf("VolumeName = %q, %v", name, err)
 	}
 
@@ -84,19 +94,26 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "vol_data.json")); err != nil {
 		t.Fatalf("SetUp wrote no vol_data.json: %v", err)
 	}
+	// Really mounted: a file written through the pod's path lands in the driver's volume.
+	if err := os.WriteFile(filepath.Join(path, "hello"), []byte("through the bind mount"), 0o644); err != nil {
+		t.Fatalf("writing through the pod's path: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(d.StateDir, handle, "hello")); err != nil || string(b) != "through the bind mount" {
+		t.Fatalf("the driver's volume holds %q, %v: the pod's path is not its bind mount", b, err)
+	}
 	mt, err := m.Metrics(ctx)
 	if err != nil {
 		t.Fatalf("Metrics: %v", err)
 	}
-	if mt.CapacityBytes == nil || *mt.CapacityBytes != 100<<30 {
-		t.Fatalf("Metrics capacity = %v (raw %s), want the mock's 100Gi", mt.CapacityBytes, mt.Raw)
+	if mt.CapacityBytes == nil || *mt.CapacityBytes <= 0 || mt.UsedBytes == nil || mt.AvailableBytes == nil {
+		t.Fatalf("Metrics = %+v (raw %s): want the volume filesystem's capacity, used and available bytes", mt, mt.Raw)
 	}
 
 	rv, err := h.ConstructVolumeSpec("pv-fs", filepath.Dir(path))
 	if err != nil {
 		t.Fatalf("ConstructVolumeSpec: %v", err)
 	}
-	if name, err := h.VolumeName(rv.Spec); err != nil || name != d.Name+"^1" {
+	if name, err := h.VolumeName(rv.Spec); err != nil || name != d.Name+"^"+handle {
 		t.Fatalf("the reconstructed spec names volume %q (%v); spec %+v", name, err, rv.Spec)
 	}
 
@@ -110,9 +127,7 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 }
 
 func TestInlineVolumeIsPublishedWrittenAndTornDownThroughTheHostpathDriver(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("publishing a volume mounts: needs root")
-	}
+	needsRoot(t)
 	d := startHostpathDriver(t, "inline.csi.kcsi.dev")
 	csiDriver, _ := json.Marshal(map[string]any{
 		"metadata": map[string]any{"name": d.Name},

@@ -7,7 +7,7 @@ import (
 )
 
 func TestMetricsCountRegistrationsAndTheirRPCs(t *testing.T) {
-	d := startMockDriver(t, "metrics.csi.kcsi.dev")
+	d := startHostpathDriver(t, "metrics.csi.kcsi.dev")
 	h := newTestHost(t, Config{})
 	if err := h.RegisterPlugin(context.Background(), d.Name, d.Endpoint, []string{"1.0.0"}); err != nil {
 		t.Fatalf("RegisterPlugin: %v", err)

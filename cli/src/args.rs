@@ -58,6 +58,11 @@ pub enum Command {
     /// Serve a CSI driver to Podman and Docker as a volume plugin (the Docker volume plugin
     /// protocol on a Unix socket): create, mount per caller, unmount, remove, list.
     VolumePlugin(VolumePluginCmd),
+    /// CreateVolume with the driver's Controller service, as the external-provisioner does;
+    /// prints the new volume's id (for a volume the other commands then use).
+    CreateVolume(CreateVolumeCmd),
+    /// DeleteVolume with the driver's Controller service.
+    DeleteVolume(DeleteVolumeCmd),
 }
 
 #[derive(Args, Clone)]
@@ -242,6 +247,39 @@ pub struct VolumePluginCmd {
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
     /// Deadline of each CSI call, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub timeout: f64,
+}
+
+#[derive(Args)]
+pub struct CreateVolumeCmd {
+    /// The driver's CSI socket: unix:///path/csi.sock or /path/csi.sock.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub endpoint: String,
+    /// The volume's name (CreateVolume's idempotency key, as the PV name is).
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// Its size, e.g. 10Mi.
+    #[arg(long, value_name = "SIZE")]
+    pub size: String,
+    /// A raw block volume instead of a filesystem.
+    #[arg(long)]
+    pub block: bool,
+    #[arg(long, value_name = "MODE", default_value = "ReadWriteOnce")]
+    pub access_mode: String,
+    /// A CreateVolume parameter (the StorageClass's parameters): key=value.
+    #[arg(long = "parameter", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub parameters: Vec<(String, String)>,
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub timeout: f64,
+}
+
+#[derive(Args)]
+pub struct DeleteVolumeCmd {
+    #[arg(long, value_name = "ENDPOINT")]
+    pub endpoint: String,
+    #[arg(long, value_name = "ID")]
+    pub volume_handle: String,
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub timeout: f64,
 }

@@ -10,6 +10,7 @@ mod lifecycle;
 mod node;
 mod on_disk;
 mod probe;
+mod provisioner;
 mod report;
 mod session;
 mod single;
@@ -119,6 +120,8 @@ fn main() {
             Command::Watch(a) => watch::run(a, json).await,
             Command::FaultProxy(a) => serve_fault_proxy(a).await,
             Command::VolumePlugin(a) => volume_plugin::run(a).await,
+            Command::CreateVolume(a) => provisioner::create(a).await,
+            Command::DeleteVolume(a) => provisioner::delete(a).await,
         }
     });
     // Dropping the runtime would wait for the proxy's connection tasks; the exit needs no wait.

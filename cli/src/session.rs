@@ -177,7 +177,7 @@ impl Session {
 
 /// An endpoint that is no socket is bad input; one that is a socket but no CSI driver shows
 /// in the first step.
-fn check_socket(socket: &std::path::Path) -> Result<(), UsageError> {
+pub fn check_socket(socket: &std::path::Path) -> Result<(), UsageError> {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::metadata(socket) {
         Ok(m) if m.file_type().is_socket() => Ok(()),

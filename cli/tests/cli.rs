@@ -366,6 +366,78 @@ fn sigint_mid_lifecycle_cleans_up_and_exits_130() {
 }
 
 #[test]
+fn create_volume_prints_the_new_id_and_delete_volume_removes_it() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let endpoint = driver.endpoint();
+    for (name, block) in [("made-fs", false), ("made-block", true)] {
+        let mut args = vec!["create-volume", "--endpoint", &endpoint, "--name", name];
+        args.extend(["--size", "8Mi"]);
+        if block {
+            args.push("--block");
+        }
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let vol = driver
+            .volumes()
+            .into_iter()
+            .find(|v| v["VolID"] == id.as_str())
+            .unwrap_or_else(|| panic!("the driver has no volume {id:?}"));
+        assert_eq!(vol["VolName"], name);
+        assert_eq!(vol["VolSize"], 8 << 20);
+        let out = run(&[
+            "delete-volume",
+            "--endpoint",
+            &endpoint,
+            "--volume-handle",
+            &id,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(!driver.volumes().iter().any(|v| v["VolID"] == id.as_str()));
+    }
+}
+
+#[test]
+fn create_volume_with_bad_input_exits_2_and_a_driver_refusal_exits_1() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let endpoint = driver.endpoint();
+    let out = run(&[
+        "create-volume",
+        "--endpoint",
+        "/nonexistent/csi.sock",
+        "--name",
+        "v",
+        "--size",
+        "1Mi",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = run(&[
+        "create-volume",
+        "--endpoint",
+        &endpoint,
+        "--name",
+        "v",
+        "--size",
+        "lots",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--size"), "{}", stderr(&out));
+    let out = run(&[
+        "delete-volume",
+        "--endpoint",
+        &endpoint,
+        "--volume-handle",
+        "",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("DeleteVolume failed"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn single_steps_keep_their_state_on_disk_between_invocations() {
     let driver = DriverProcess::hostpath("node-1", &[]);
     let root = Root::new();

@@ -4,7 +4,7 @@ takes one volume through its whole life on the node.
 
 Run by scripts/demo.sh (make demo), which passes the peers' paths and the work dir and
 cleans up mounts and processes even if this script dies:
-    demo.py <work dir> <hostpathplugin> <csi-node-driver-registrar> <create_volume>
+    demo.py <work dir> <hostpathplugin> <csi-node-driver-registrar> <kcsi command>
 Every process this script starts is recorded in <work dir>/pids.
 """
 import json
@@ -64,7 +64,7 @@ def listening(path):
         s.close()
 
 
-def main(work, hostpath_bin, registrar_bin, create_volume_bin):
+def main(work, hostpath_bin, registrar_bin, kcsi_bin):
     root = os.path.join(work, "kubelet")
     registry = os.path.join(root, "plugins_registry")
     plugin_dir = os.path.join(root, "plugins", DRIVER)
@@ -112,9 +112,10 @@ def main(work, hostpath_bin, registrar_bin, create_volume_bin):
         "NotifyRegistrationStatus(registered=true)",
         f"socket creation -> registered: {took * 1000:.1f} ms"], t0)
 
-    handle = subprocess.run([create_volume_bin, driver_sock, "demo-pv", str(64 << 20)],
+    handle = subprocess.run([kcsi_bin, "create-volume", f"--endpoint={driver_sock}",
+                             "--name=demo-pv", "--size=64Mi"],
                             check=True, capture_output=True, text=True).stdout.strip()
-    step("the volume exists (CreateVolume, the provisioner's job, not kcsi's)", [
+    step("kcsi create-volume: CreateVolume, the provisioner's job, not the kubelet's", [
         f"volume handle {handle}"], t0)
 
     spec = {"persistentVolume": {

@@ -18,17 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        checks++;                                                                     \
-        if (!(cond)) {                                                                \
-            failures++;                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                             \
-    } while (0)
+#include "check.h"
 
 /* Checks that a call failed with `want` and that its error names `needle`; frees the error. */
 static void expect_error(const char *what, kcsi_result got, kcsi_error *err, kcsi_result want,

@@ -182,7 +182,8 @@ def host(make_host):
 class SilentSocket:
     """A Unix socket that never answers a CSI call: mode "no-accept" listens but never accepts
     (the connect succeeds from the backlog); mode "no-http2" accepts and reads but never
-    writes a byte, so the HTTP/2 handshake never completes."""
+    writes a byte, so the HTTP/2 handshake never completes; `accepted` is set at its first
+    connection (a call is then in flight inside kcsi)."""
 
     def __init__(self, mode):
         self.dir = short_tempdir("kcsi-ps")
@@ -193,6 +194,7 @@ class SilentSocket:
         self.sock.listen(64)
         self.conns = []
         self._stop = threading.Event()
+        self.accepted = threading.Event()
         self.thread = None
         if mode == "no-http2":
             self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -209,6 +211,7 @@ class SilentSocket:
                 return
             c.setblocking(False)
             self.conns.append(c)
+            self.accepted.set()
             # Drain nothing and answer nothing: the client's preface just sits in our buffer.
 
     def close(self):

@@ -30,14 +30,19 @@ def test_log_callback_receives_records(host, log_records):
 
 
 def test_log_callback_respects_max_level(host):
-    records = []
-    kcsi.set_log_callback(lambda lvl, t, m: records.append(lvl), 0)
-    try:
-        host.validate_plugin("quiet.example.com", "/tmp/quiet.sock", ["1.0.0"])  # info only
-    finally:
-        kcsi.set_log_callback(None, 1)
-    assert all(lvl == 0 for lvl in records)
-    assert not any(lvl >= 2 for lvl in records)
+    def levels(max_level):
+        records = []
+        kcsi.set_log_callback(lambda lvl, t, m: records.append(lvl), max_level)
+        try:
+            host.validate_plugin("quiet.example.com", "/tmp/quiet.sock", ["1.0.0"])
+        finally:
+            kcsi.set_log_callback(None, 1)
+        return records
+
+    # The same call logs at info (2) when allowed, and reaches no callback capped at errors (0).
+    at_info = levels(2)
+    assert 2 in at_info and all(lvl <= 2 for lvl in at_info), at_info
+    assert levels(0) == []
 
 
 def test_blocking_call_inside_log_callback_is_invalid_argument_not_deadlock(host, hostpath_driver):
@@ -83,15 +88,23 @@ def test_blocking_call_inside_log_callback_is_invalid_argument_not_deadlock(host
     assert [x["name"] for x in host.list_drivers()] == [HOSTPATH_DRIVER]
 
 
-def test_log_callback_exception_does_not_break_calls(host):
+def test_log_callback_exception_does_not_break_calls(host, log_records):
+    raised = []
+
     def boom(level, target, message):
+        raised.append(message)
         raise RuntimeError("host bug")
 
     kcsi.set_log_callback(boom, 4)
     try:
-        host.validate_plugin("boom.example.com", "/tmp/boom.sock", ["1.0.0"])
+        host.validate_plugin("boom.example.com", "/tmp/boom.sock", ["1.0.0"])  # returns normally
     finally:
         kcsi.set_log_callback(None, 1)
+    assert raised, "the callback was never called: nothing was tested"
+    # Logging still works afterwards: the next callback gets the next call's records.
+    kcsi.set_log_callback(lambda lvl, t, m: log_records.append(m), 4)
+    host.validate_plugin("after.example.com", "/tmp/after.sock", ["1.0.0"])
+    assert any("after.example.com" in m for m in log_records), log_records
 
 
 # ------------------------------------------------------------------------- lifecycle handles

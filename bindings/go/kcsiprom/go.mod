@@ -18,3 +18,8 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+// The tests run the collector over a real host: the binding, from this repository.
+require kcsi.dev/kcsi v0.0.0
+
+replace kcsi.dev/kcsi => ../

@@ -1,6 +1,8 @@
-//! Peer smoke check: csi-sanity (csi-test v5) runs its Node suite against the real
-//! csi-driver-host-path the other suites use, so a broken peer build or a host without what the
-//! driver needs (findmnt, mount, loop devices) fails here first, by name, not as a kcsi failure.
+//! Peer smoke check, not a kcsi test: csi-sanity (csi-test v5) runs its Node suite against the
+//! real csi-driver-host-path the other suites use, so a broken peer build or a host without what
+//! the driver needs (findmnt, mount, loop devices) fails here first, by name, not as a kcsi
+//! failure. Not part of `cargo test` by default (`test = false` in Cargo.toml): scripts/test.sh
+//! runs it as its own `peers` step before the kcsi suites (`cargo test --test peer_smoke`).
 
 mod common;
 
@@ -9,7 +11,7 @@ use std::process::Command;
 use common::{mounts_below, peer_binary, DriverProcess};
 
 #[test]
-fn csi_sanity_node_suite_passes_against_the_hostpath_driver() {
+fn hostpath_driver_passes_csi_sanity_node_suite() {
     let driver = DriverProcess::hostpath("sanity-node", &[]);
     let dir = driver.dir.path();
     let out = Command::new(peer_binary("sanity"))
