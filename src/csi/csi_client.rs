@@ -201,6 +201,7 @@ async fn close_when_idle(inner: Weak<Inner>) {
             } else {
                 conn.channel = None;
                 tracing::debug!(driver = %inner.driver, idle = ?inner.idle, "closed the idle connection to the CSI driver");
+                crate::runtime::release_memory_soon();
                 return;
             }
         };

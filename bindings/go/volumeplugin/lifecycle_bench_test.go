@@ -43,7 +43,7 @@ import (
 func BenchmarkLifecycleVsUpstream(b *testing.B) {
 	const (
 		volumes    = 16 // also the parallelism
-		sequential = 20
+		sequential = 12
 		parRounds  = 2
 		rounds     = 4
 		dialPasses = 4
