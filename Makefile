@@ -21,10 +21,15 @@ build:
 	cargo build --release -p kcsi-cli --bin kcsi
 	cd $(RELEASE) && ln -sf libkcsi.so libkcsi.so.1
 
-## header: regenerate include/kcsi.h (and the dlopen types it declares) from src/ffi with the pinned cbindgen.
+## header: regenerate include/kcsi.h and include/kcsi_dlopen.h (the dlopen function-pointer
+## types) from src/ffi with the pinned cbindgen. It edits no config: it fails when
+## cbindgen_dlopen.toml does not list the exports' types.
+CBINDGEN_DLOPEN = $(TOOLS)/cbindgen --config cbindgen_dlopen.toml --crate kcsi --output include/kcsi_dlopen.h
+
 header:
 	python3 scripts/gen_dlopen.py
 	$(TOOLS)/cbindgen --config cbindgen.toml --crate kcsi --output include/kcsi.h
+	$(CBINDGEN_DLOPEN)
 	python3 bindings/python/gen_signatures.py
 
 check-header:
@@ -32,9 +37,11 @@ check-header:
 	scripts/check-docs.sh
 	$(TOOLS)/cbindgen --config cbindgen.toml --crate kcsi --verify --output include/kcsi.h \
 	  || { echo "include/kcsi.h is stale: run 'make header' and commit it" >&2; exit 1; }
+	$(CBINDGEN_DLOPEN) --verify \
+	  || { echo "include/kcsi_dlopen.h is stale: run 'make header' and commit it" >&2; exit 1; }
 	python3 bindings/python/gen_signatures.py --check \
 	  || { echo "run 'make header' and commit bindings/python/kcsi/_signatures.py" >&2; exit 1; }
-	@! grep -nE '^(#define|typedef|[a-z_][a-z_ ]*\**[ ]*[a-z_]+\()' include/kcsi.h | grep -vE 'KCSI_|kcsi_' \
+	@! grep -nE '^(#define|typedef|[a-z_][a-z_ ]*\**[ ]*[a-z_]+\()' include/kcsi.h include/kcsi_dlopen.h | grep -vE 'KCSI_|kcsi_' \
 	  || { echo "include/kcsi.h exports names without the kcsi prefix (exclude them in cbindgen.toml)" >&2; exit 1; }
 
 ## peers: the real programs tests run against (first build is slow, later runs reuse it).
@@ -82,7 +89,8 @@ bench-upstream: build
 fuzz:
 	scripts/fuzz.sh
 
-## install: libkcsi.so.1 (+ symlinks), libkcsi.a, kcsi.h, kcsi.pc and the kcsi command under PREFIX.
+## install: libkcsi.so.1 (+ symlinks), libkcsi.a, kcsi.h, kcsi_dlopen.h, kcsi.pc and the kcsi
+## command under PREFIX.
 install: build
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
 	install -m 0755 $(RELEASE)/kcsi $(DESTDIR)$(BINDIR)/kcsi
@@ -90,7 +98,7 @@ install: build
 	ln -sf libkcsi.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libkcsi.so.1
 	ln -sf libkcsi.so.1 $(DESTDIR)$(LIBDIR)/libkcsi.so
 	install -m 0644 $(RELEASE)/libkcsi.a $(DESTDIR)$(LIBDIR)/libkcsi.a
-	install -m 0644 include/kcsi.h $(DESTDIR)$(INCLUDEDIR)/kcsi.h
+	install -m 0644 include/kcsi.h include/kcsi_dlopen.h $(DESTDIR)$(INCLUDEDIR)/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
 	  kcsi.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kcsi.pc
 

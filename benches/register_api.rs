@@ -13,9 +13,9 @@ use common::apiserver::ApiServer;
 use common::{short_tempdir, DriverProcess};
 use k8s_openapi::api::core::v1::Node;
 use kcsi::config::HostConfig;
-use kcsi::csi::registration;
-use kcsi::host::Host;
 use kcsi::kube::client::ApiClient;
+use kcsi::node::registration;
+use kcsi::node::NodeAgent;
 use kcsi::runtime;
 use kube::api::{Api, PostParams};
 
@@ -23,7 +23,7 @@ fn run<F: std::future::Future>(fut: F) -> F::Output {
     runtime::block_on(fut).expect("kcsi runtime")
 }
 
-fn requests(host: &Host) -> u64 {
+fn requests(host: &NodeAgent) -> u64 {
     host.status()["apiRequests"].as_u64().expect("apiRequests")
 }
 
@@ -44,8 +44,9 @@ fn main() {
     run(Api::<Node>::all(admin.client.clone()).create(&PostParams::default(), &node)).unwrap();
 
     let root = short_tempdir("kcsi-bench");
-    let host = Host::new(HostConfig::from_json(&api.host_config(root.path(), &node_name)).unwrap())
-        .unwrap();
+    let host =
+        NodeAgent::new(HostConfig::from_json(&api.host_config(root.path(), &node_name)).unwrap())
+            .unwrap();
     let start = Instant::now();
     while host.status()["csiNodeInitialized"] != true {
         assert!(

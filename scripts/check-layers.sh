@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Fails when a source file breaks kcsi's layer rules (see docs/architecture.md):
+# Fails when a source file breaks kcsi's layer rules (see docs/architecture.md). The layers,
+# top down: ffi, node (the node agent), volume, host (src/host.rs), then csi, kube and disk.
 #   1. the core never uses the C shell (`crate::ffi` only inside src/ffi);
-#   2. the CSI client side (src/csi, but registration, which wires drivers into a host) knows
-#      no Kubernetes types (`k8s_openapi`, `kube`, `crate::kube`);
-#   3. Kubernetes access (src/kube) knows no CSI types (`crate::csi`, `proto`);
-#   4. only the disk layer (src/disk) composes kubelet paths: no other file names a path
+#   2. nothing below the node agent uses it (`crate::node` only in src/node and src/ffi);
+#   3. the host uses no volume operation, and csi, kube and disk use neither the host nor the
+#      volume operations (`crate::host`, `crate::volume`);
+#   4. the CSI side (src/csi) knows no Kubernetes types (`k8s_openapi`, `kube`, `crate::kube`);
+#   5. Kubernetes access (src/kube) knows no CSI types (`crate::csi`, `proto`);
+#   6. only the disk layer (src/disk) composes kubelet paths: no other file names a path
 #      component of the kubelet's layout as a string literal.
 # Comments and `#[cfg(test)]` modules are not checked (tests build fixtures freely).
 set -uo pipefail
@@ -27,11 +30,17 @@ forbid() { # DESCRIPTION REGEX FILE...
 }
 
 mapfile -t core < <(find src -name '*.rs' -not -path 'src/ffi/*' | sort)
-mapfile -t csi < <(find src/csi -name '*.rs' -not -name registration.rs | sort)
+mapfile -t below_node < <(find src -name '*.rs' -not -path 'src/ffi/*' -not -path 'src/node/*' | sort)
+mapfile -t below_host < <(find src/csi src/kube src/disk -name '*.rs' | sort)
+mapfile -t csi < <(find src/csi -name '*.rs' | sort)
 mapfile -t kube < <(find src/kube -name '*.rs' | sort)
 mapfile -t not_disk < <(find src -name '*.rs' -not -path 'src/disk/*' | sort)
 
 forbid "the core must not use the C shell" '(crate|super)::ffi\b' "${core[@]}"
+forbid "nothing below the node agent uses it" '(crate|super)::node\b' "${below_node[@]}"
+forbid "the host uses no volume operation" '(crate|super)::volume\b' src/host.rs
+forbid "csi, kube and disk use neither the host nor the volume operations" \
+  'crate::(host|volume)\b' "${below_host[@]}"
 forbid "the CSI side knows no Kubernetes types" '\b(k8s_openapi|kube)::|crate::kube\b' "${csi[@]}"
 forbid "Kubernetes access knows no CSI types" 'crate::csi\b|\bproto::' "${kube[@]}"
 forbid "only src/disk composes kubelet paths" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# C suite: the header as C11 and C++17, the C API test against the real hostpathplugin (plain, under
+# C suite: the headers (kcsi.h, kcsi_dlopen.h) as C11 and C++17, the C API test against the real hostpathplugin (plain, under
 # AddressSanitizer, under valgrind), dlopen of every contract symbol, the exported-symbol
 # snapshot, the SONAME, and `make install` + pkg-config + the example host.
 #   KCSI_UPDATE_SNAPSHOT=1 scripts/test-c.sh   rewrites tests/c/exported_symbols.txt
@@ -41,9 +41,11 @@ step() {
   if "$@"; then passed=$((passed + 1)); echo "--- $name: ok"; else failed+=("$name"); echo "--- $name: FAILED"; fi
 }
 
-header_c() { gcc "${CFLAGS[@]}" -fsyntax-only -x c include/kcsi.h; }
+header_c() { for h in include/kcsi.h include/kcsi_dlopen.h; do gcc "${CFLAGS[@]}" -fsyntax-only -x c "$h" || return 1; done; }
 header_cxx() {
-  g++ -std=c++17 -Wall -Wextra -Werror -pedantic -x c++ -fsyntax-only include/kcsi.h &&
+  for h in include/kcsi.h include/kcsi_dlopen.h; do
+    g++ -std=c++17 -Wall -Wextra -Werror -pedantic -I"$REPO/include" -x c++ -fsyntax-only "$h" || return 1
+  done &&
     # Linking a C++ program proves the declarations have C linkage (no mangled names).
     g++ -std=c++17 -Wall -Wextra -Werror -x c++ -I"$REPO/include" examples/c/host.c \
       -L"$LIBDIR" -lkcsi -Wl,-rpath,"$LIBDIR" -o "$WORK/host-cxx"
@@ -95,6 +97,10 @@ install_and_example() {
   ls -l "$prefix/lib" "$prefix/include"
   local flags; flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs kcsi) || return 1
   echo "pkg-config --cflags --libs kcsi: $flags"
+  # A dlopen host needs only the installed headers and pkg-config's -I.
+  # shellcheck disable=SC2046  # word splitting of pkg-config output is intended
+  gcc -std=c11 -Wall -Wextra -Werror -pedantic $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags kcsi) \
+    tests/c/dlopen_test.c -ldl -o "$WORK/dlopen-installed" || return 1
   # shellcheck disable=SC2086  # word splitting of pkg-config output is intended
   gcc -std=c11 -Wall -Wextra -Werror -pedantic examples/c/host.c $flags -Wl,-rpath,"$prefix/lib" \
     -o "$WORK/kcsi-host" || return 1

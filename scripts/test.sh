@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every kcsi test, as CI does: lint, header freshness, Rust (unit + integration against
 # real peers), Python (ctypes through libkcsi.so), C (header, dlopen, ASAN, valgrind), Go, and
-# kcsi inside the real kubelet compared with upstream's plugin.
+# kcsi inside the real kubelet compared with upstream's plugin, and the volume plugin under the
+# real Podman.
 # Needs root (real mounts, loop devices). Prints one summary line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,7 @@ run python scripts/test-python.sh
 run c scripts/test-c.sh
 run go scripts/test-go.sh
 run kubelet scripts/test-kubelet.sh
+run runtime scripts/test-runtime.sh
 
 echo
 echo "suites: ${passed} passed, ${failed} failed${failed_names[*]:+ (${failed_names[*]})}"

@@ -1,8 +1,11 @@
-//! One node agent's instance of the plugin: its configuration and everything it owns (driver
-//! store, Kubernetes access). Hosts never share state; only the runtime is process-wide.
+//! The context every volume operation takes: one instance of the plugin's configuration,
+//! on-disk layout, registered drivers, Kubernetes access, metrics and volume locks. It runs no
+//! background work of its own beyond its API watches; a node's workers (plugin watcher,
+//! allocatable updater) live in the node agent above it (`crate::node`). Hosts never share
+//! state; only the runtime is process-wide.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use k8s_openapi::api::authentication::v1::TokenRequestStatus;
 use k8s_openapi::api::core::v1::Pod;
@@ -11,16 +14,12 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::csi::csi_client::NodeInfo;
-use crate::csi::driver_store::DriverStore;
-use crate::csi::plugin_watcher::PluginWatcher;
+use crate::csi::driver_store::{Driver, DriverStore};
 use crate::disk::paths::Layout;
 use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kube::{objects, Kube};
 use crate::telemetry::Telemetry;
-use crate::volume::driver_facts::DriverFacts;
-use crate::volume::node_updater::NodeUpdater;
 
 pub struct Host {
     pub config: HostConfig,
@@ -28,12 +27,8 @@ pub struct Host {
     pub drivers: Arc<DriverStore>,
     /// The API server side; `None` when standalone. Dropping it stops its background tasks.
     pub kube: Option<Kube>,
-    /// Set by [`Host::start`] when the config asks for `"pluginWatcher"`.
-    pub plugin_watcher: OnceLock<PluginWatcher>,
     /// One lock per volume on disk: operations on the same volume never interleave.
     pub volume_locks: VolumeLocks,
-    /// Refreshes CSINode `allocatable.count`; with a kubeconfig and the gate on.
-    pub node_updater: Option<NodeUpdater>,
     /// This host's metrics, recorded by its CSI clients and its API client.
     pub telemetry: Telemetry,
 }
@@ -54,58 +49,14 @@ impl Host {
                 None
             }
         };
-        let drivers = Arc::new(DriverStore::default());
-        let node_updater = match &kube {
-            Some(k) if config.gate("MutableCSINodeAllocatableCount") => Some(NodeUpdater::new(
-                drivers.clone(),
-                k.csidrivers.clone(),
-                k.node_info.clone(),
-                config.timeout,
-                crate::runtime::handle()?,
-            )),
-            _ => None,
-        };
         Ok(Host {
             layout: Layout::new(config.root_dir.clone()),
             config,
-            drivers,
+            drivers: Arc::new(DriverStore::default()),
             kube,
-            plugin_watcher: OnceLock::new(),
             volume_locks: VolumeLocks::default(),
-            node_updater,
             telemetry,
         })
-    }
-
-    /// [`Host::new`], then the plugin watcher if the config asks for it (its workers hold the
-    /// host weakly, so it must already be shared). Must run inside the runtime.
-    pub fn start(config: HostConfig) -> Result<Arc<Host>> {
-        let host = Arc::new(Host::new(config)?);
-        if host.config.plugin_watcher {
-            let dir = host
-                .config
-                .plugins_registry_dir
-                .clone()
-                .unwrap_or_else(|| host.layout.plugins_registry_dir());
-            let watcher = PluginWatcher::start(dir, Arc::downgrade(&host))?;
-            let _ = host.plugin_watcher.set(watcher);
-        }
-        Ok(host)
-    }
-
-    /// Stops what [`Host::start`] started.
-    pub fn stop(&self) {
-        if let Some(w) = self.plugin_watcher.get() {
-            w.stop();
-        }
-    }
-
-    /// After `name` was registered or deregistered: the allocatable updater follows
-    /// (`syncDriverUpdater`).
-    pub fn driver_changed(&self, name: &str) {
-        if let Some(updater) = &self.node_updater {
-            updater.sync(name);
-        }
     }
 
     /// `kcsi_host_metrics`' text: every family in the Prometheus text format 0.0.4.
@@ -115,23 +66,9 @@ impl Host {
         self.telemetry.encode()
     }
 
-    /// The CSIDriver facts for `driver`: from the watched CSIDriver objects, or on standalone
-    /// hosts from their config.
-    pub fn driver_facts(&self, driver: &str) -> Result<DriverFacts> {
-        if let Some(kube) = &self.kube {
-            return DriverFacts::new(driver, kube.csidrivers.get(driver)?.as_deref());
-        }
-        let object = self
-            .config
-            .csi_drivers
-            .iter()
-            .find(|d| d.metadata.name.as_deref() == Some(driver));
-        DriverFacts::new(driver, object)
-    }
-
     /// The registered driver `name`, or upstream's transient "not found" error (a driver that
     /// is not registered yet, e.g. right after a kubelet restart, may register soon).
-    pub fn driver(&self, name: &str) -> Result<std::sync::Arc<crate::csi::driver_store::Driver>> {
+    pub fn driver(&self, name: &str) -> Result<Arc<Driver>> {
         if name.is_empty() {
             return Err(Error::not_found("driver name is empty").transient());
         }
@@ -195,30 +132,6 @@ impl Host {
         .await
     }
 
-    /// Publishes a registered driver's node info to the Node and CSINode objects (nothing to
-    /// publish when standalone).
-    pub async fn install_node_info(&self, driver: &str, info: &NodeInfo) -> Result<()> {
-        let Some(kube) = &self.kube else {
-            return Ok(());
-        };
-        kube.node_info
-            .install(
-                driver,
-                &info.node_id,
-                info.max_volumes_per_node,
-                info.topology.as_ref(),
-            )
-            .await
-    }
-
-    /// Removes a driver's node info from the Node and CSINode objects.
-    pub async fn uninstall_node_info(&self, driver: &str) -> Result<()> {
-        let Some(kube) = &self.kube else {
-            return Ok(());
-        };
-        kube.node_info.uninstall(driver).await
-    }
-
     /// `csiNodeInitialized`/`lastError` follow the CSINode start-up (upstream's
     /// `SetKubeletError`); a standalone host has no CSINode to initialise.
     pub fn status(&self) -> serde_json::Value {
@@ -234,7 +147,8 @@ impl Host {
             "csiDriversSynced": self.kube.as_ref().map(|k| k.csidrivers.is_synced()),
             "apiRequests": self.kube.as_ref().map(|k| k.api.requests_sent()),
             "drivers": self.drivers_json(),
-            "pluginWatcher": self.plugin_watcher.get().map(PluginWatcher::status),
+            // A node agent fills this in (`NodeAgent::status`).
+            "pluginWatcher": null,
         })
     }
 

@@ -1,16 +1,20 @@
 //! kcsi: the Kubernetes kubelet's CSI volume plugin (upstream `pkg/volume/csi`) as a library.
 //!
-//! Layers, each a folder (dependencies point down this list, never up; `scripts/check-layers.sh`
-//! enforces the rules in CI):
+//! Layers, top down (imports point down this list, never up; `scripts/check-layers.sh`
+//! enforces the rules in CI, `docs/architecture.md` draws them):
 //! - [`ffi`]: the C ABI shell: converts and checks arguments, catches panics, owns no logic.
+//! - [`node`]: the node agent: plugin watcher, registration handler, CSINode allocatable
+//!   updater; the background work of a node, above the context it works on.
 //! - [`volume`]: the volume operations the kubelet runs (mounter, attacher, block, expansion,
 //!   metrics, reconstruction, plugin queries) and the facts they are built from.
-//! - [`csi`]: the CSI side: protos, the gRPC client, the registered-driver store, registration
-//!   and version rules. The client knows no Kubernetes types.
+//! - [`host`]: the context every operation takes: config, layout, registered drivers,
+//!   Kubernetes access, telemetry, volume locks.
+//! - [`csi`]: the CSI side: protos, the gRPC client, the registered-driver store, the
+//!   registration rules and version rules. Knows no Kubernetes types.
 //! - [`kube`]: Kubernetes API access (absent in standalone mode). Knows no CSI types.
-//! - [`disk`]: the kubelet's on-disk layout and `vol_data.json`; the only place that composes
-//!   kubelet paths.
-//! - The shared vocabulary at the top: [`error`], [`config`], [`host`], [`runtime`],
+//! - [`disk`]: the kubelet's on-disk layout, `vol_data.json`, the mount table and the walk
+//!   over what is staged and published; the only place that composes kubelet paths.
+//! - The shared vocabulary, used from every layer: [`error`], [`config`], [`runtime`],
 //!   [`logging`], [`spec`] (with [`plain_spec`]), [`telemetry`] (the host's metrics registry).
 
 /// Upstream's message form for the CSI plugin, `kubernetes.io/csi: <msg>`
@@ -30,6 +34,7 @@ mod goquote;
 pub mod host;
 pub mod kube;
 pub mod logging;
+pub mod node;
 pub mod plain_spec;
 pub mod runtime;
 pub mod spec;

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use common::plugin_peers::{
     driver_socket, plugin_info, Answer, FaultyRegistrationServer, Hostpath, Registrar,
 };
-use common::{short_tempdir, wait_for};
+use common::{driver_names, short_tempdir, wait_for};
 use kcsi::config::HostConfig;
-use kcsi::host::Host;
+use kcsi::node::NodeAgent;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -24,7 +24,7 @@ const WAIT: Duration = Duration::from_secs(20);
 /// A standalone host watching `<root>/plugins_registry` (or `registry`).
 struct Watched {
     root: tempfile::TempDir,
-    host: Arc<Host>,
+    host: Arc<NodeAgent>,
 }
 
 impl Watched {
@@ -51,7 +51,7 @@ impl Watched {
     }
 
     fn listed(&self) -> Vec<String> {
-        listed(&self.host)
+        driver_names(&self.host)
     }
 
     fn socket(&self, path: &Path) -> Option<Value> {
@@ -65,21 +65,12 @@ impl Drop for Watched {
     }
 }
 
-fn start_host(config: &str) -> Arc<Host> {
+fn start_host(config: &str) -> Arc<NodeAgent> {
     let _rt = kcsi::runtime::handle().unwrap().enter();
-    Host::start(HostConfig::from_json(config).unwrap()).unwrap()
+    NodeAgent::start(HostConfig::from_json(config).unwrap()).unwrap()
 }
 
-fn listed(host: &Host) -> Vec<String> {
-    host.drivers_json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn socket_state(host: &Host, path: &Path) -> Option<Value> {
+fn socket_state(host: &NodeAgent, path: &Path) -> Option<Value> {
     host.status()["pluginWatcher"]["sockets"]
         .as_array()
         .unwrap()

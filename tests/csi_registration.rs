@@ -11,17 +11,17 @@ use std::time::{Duration, Instant};
 use common::capi::{call, cstr, take_json, CErr, Host as CHost};
 use common::{driver_names, host_config, short_tempdir, DriverProcess, DRIVER};
 use kcsi::config::HostConfig;
-use kcsi::csi::registration;
 use kcsi::error::{ErrorClass, ErrorKind};
 use kcsi::ffi;
-use kcsi::host::Host;
+use kcsi::node::registration;
+use kcsi::node::NodeAgent;
 use kcsi::runtime;
 use serde_json::json;
 
-fn host(node: &str) -> (tempfile::TempDir, Arc<Host>) {
+fn host(node: &str) -> (tempfile::TempDir, Arc<NodeAgent>) {
     let root = short_tempdir("kcsi-root");
     let config = HostConfig::from_json(&host_config(root.path(), node)).unwrap();
-    (root, Arc::new(Host::new(config).unwrap()))
+    (root, Arc::new(NodeAgent::new(config).unwrap()))
 }
 
 fn v(list: &[&str]) -> Vec<String> {
@@ -29,7 +29,7 @@ fn v(list: &[&str]) -> Vec<String> {
 }
 
 fn register(
-    host: &Host,
+    host: &NodeAgent,
     name: &str,
     endpoint: &str,
     versions: &[&str],

@@ -2,7 +2,8 @@
 //! real mounts (run as root): stale temp files from killed writes, a host SIGKILLed at random
 //! points, 16 threads racing on one volume, symlinks planted below the root or swapped in
 //! between SetUp and TearDown, the `vol_data.json` mode, and device mounts listed and unstaged
-//! after their `vol_data.json` is gone.
+//! by handle (filesystem ones also after their `vol_data.json` is gone, block ones after a
+//! restart).
 
 mod common;
 
@@ -13,9 +14,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::chost::{CErr, CHost};
-use common::{short_tempdir, unmount_below, wait_for, DriverProcess, DRIVER};
+use common::{mounts_below, short_tempdir, unmount_below, wait_for, DriverProcess, DRIVER};
+use kcsi::disk::mounts::is_mount_point;
 use kcsi::disk::paths::{Layout, ESCAPED_PLUGIN_NAME};
-use kcsi::disk::volume_data::is_mount_point;
 use kcsi::ffi::*;
 use serde_json::{json, Value};
 
@@ -114,16 +115,6 @@ fn files_below(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
-}
-
-fn mounts_below(dir: &Path) -> Vec<String> {
-    let prefix = dir.display().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|t| t.starts_with(&prefix))
-        .collect()
 }
 
 fn names(dir: &Path) -> Vec<String> {
@@ -239,6 +230,40 @@ fn stale_temp_files_do_not_block_block_teardown() {
     plant_stale_temp_files(&paths.data_dir);
     env.host.unmap_block("blk-tmp", UID).unwrap();
     assert!(!paths.volume_dir.exists());
+    env.driver.delete_volume(&handle);
+    assert!(mounts_below(env.root()).is_empty());
+}
+
+#[test]
+fn block_volumes_are_listed_and_torn_down_by_handle_after_a_restart() {
+    let mut env = Env::new();
+    let handle = env.driver.create_volume("blk-handle", true, 1 << 20);
+    env.host
+        .map_block(&pv_spec("blk-handle", &handle, true), &pod(UID))
+        .unwrap();
+    let paths = env.layout().block_paths("blk-handle", UID).unwrap();
+    // The pod went (UnmapPodDevice), then the kubelet restarted and forgot the volume.
+    env.host.unmap_pod_block("blk-handle", UID).unwrap();
+    env.restart_host();
+
+    let listed = env.host.list_device_mounts().unwrap();
+    let m = &listed[0];
+    let got = json!([
+        m["kind"],
+        m["specName"],
+        m["volumeHandle"],
+        m["deviceMountPath"]
+    ]);
+    let want = json!(["block", "blk-handle", handle, paths.staging_path]);
+    assert_eq!(got, want, "{listed}");
+    env.host.unmount_device_by_handle(DRIVER, &handle).unwrap();
+    let unstaged = env.driver.calls("NodeUnstageVolume");
+    assert_eq!(
+        unstaged.last().unwrap()["Request"]["staging_target_path"],
+        paths.staging_path.display().to_string()
+    );
+    assert!(!paths.volume_dir.exists() && !paths.staging_path.exists());
+    assert_eq!(env.host.list_device_mounts().unwrap(), json!([]));
     env.driver.delete_volume(&handle);
     assert!(mounts_below(env.root()).is_empty());
 }

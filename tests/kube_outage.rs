@@ -9,20 +9,20 @@ use std::time::{Duration, Instant};
 use common::apiserver::*;
 use common::{short_tempdir, wait_for, DriverProcess};
 use kcsi::config::HostConfig;
-use kcsi::csi::registration;
 use kcsi::error::{ErrorClass, ErrorKind};
-use kcsi::host::Host;
 use kcsi::kube::node_info::ANNOTATION_NODE_ID;
+use kcsi::node::registration;
+use kcsi::node::NodeAgent;
 use serde_json::json;
 
 /// Outage tests must not overlap: each stops the shared API server.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn host(node: &str) -> (tempfile::TempDir, Host) {
+fn host(node: &str) -> (tempfile::TempDir, NodeAgent) {
     let root = short_tempdir("kcsi-root");
     let config =
         HostConfig::from_json(&ApiServer::shared().host_config(root.path(), node)).unwrap();
-    (root, Host::new(config).unwrap())
+    (root, NodeAgent::new(config).unwrap())
 }
 
 /// Restarts the API server even when the test body panics.

@@ -12,19 +12,19 @@ use common::apiserver::*;
 use common::plugin_peers::{Hostpath, Registrar};
 use common::{short_tempdir, wait_for};
 use kcsi::config::HostConfig;
-use kcsi::csi::registration;
-use kcsi::host::Host;
+use kcsi::node::registration;
+use kcsi::node::NodeAgent;
 use serde_json::{json, Value};
 
 const DRIVER: &str = "hostpath.csi.k8s.io";
 const WAIT: Duration = Duration::from_secs(30);
 
-fn start_host(root: &Path, node: &str) -> Arc<Host> {
+fn start_host(root: &Path, node: &str) -> Arc<NodeAgent> {
     let mut config: Value =
         serde_json::from_str(&ApiServer::shared().host_config(root, node)).unwrap();
     config["pluginWatcher"] = json!(true);
     let _rt = kcsi::runtime::handle().unwrap().enter();
-    Host::start(HostConfig::from_json(&config.to_string()).unwrap()).unwrap()
+    NodeAgent::start(HostConfig::from_json(&config.to_string()).unwrap()).unwrap()
 }
 
 /// What registration writes, with the node's name replaced so two nodes compare.

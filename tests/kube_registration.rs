@@ -16,13 +16,13 @@ use common::{driver_names, short_tempdir, wait_for, DriverProcess};
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kcsi::config::HostConfig;
-use kcsi::csi::registration;
 use kcsi::error::ErrorKind;
 use kcsi::ffi::error::kcsi_error;
 use kcsi::ffi::host::kcsi_host;
 use kcsi::ffi::queries::{kcsi_can_attach, kcsi_requires_remount};
-use kcsi::host::Host;
 use kcsi::kube::node_info::ANNOTATION_NODE_ID;
+use kcsi::node::registration;
+use kcsi::node::NodeAgent;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
@@ -41,15 +41,15 @@ fn driver(name: &str, topology: bool, extra: &[&str]) -> DriverProcess {
 }
 
 /// A host for `node` (which must exist) using the shared API server.
-fn host(node: &str) -> (tempfile::TempDir, Host) {
+fn host(node: &str) -> (tempfile::TempDir, NodeAgent) {
     let root = short_tempdir("kcsi-root");
     let config =
         HostConfig::from_json(&ApiServer::shared().host_config(root.path(), node)).unwrap();
-    (root, Host::new(config).unwrap())
+    (root, NodeAgent::new(config).unwrap())
 }
 
 fn register(
-    host: &Host,
+    host: &NodeAgent,
     driver: &DriverProcess,
 ) -> kcsi::error::Result<kcsi::csi::csi_client::NodeInfo> {
     run(registration::register(
@@ -61,7 +61,7 @@ fn register(
     ))
 }
 
-fn deregister(host: &Host, name: &str) {
+fn deregister(host: &NodeAgent, name: &str) {
     run(registration::deregister(host, name)).unwrap();
 }
 
@@ -582,7 +582,7 @@ fn get_pod_copy(name: &str) -> Pod {
 #[test]
 fn standalone_host_still_refuses_api_reads_and_registers_without_api_writes() {
     let root = short_tempdir("kcsi-root");
-    let host = Host::new(
+    let host = NodeAgent::new(
         HostConfig::from_json(&common::host_config(root.path(), "standalone-node")).unwrap(),
     )
     .unwrap();
@@ -635,7 +635,7 @@ fn unreadable_kubeconfig_fails_host_creation_naming_the_file() {
     let config =
         json!({"nodeName": "n", "rootDir": root.path(), "kubeconfig": "/nonexistent/kubeconfig"})
             .to_string();
-    let err = Host::new(HostConfig::from_json(&config).unwrap())
+    let err = NodeAgent::new(HostConfig::from_json(&config).unwrap())
         .err()
         .expect("host creation fails");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);

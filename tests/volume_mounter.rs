@@ -96,7 +96,7 @@ fn last_publish(d: &DriverProcess) -> Value {
 }
 
 fn is_mounted(path: &Path) -> bool {
-    kcsi::disk::volume_data::is_mount_point(path).unwrap()
+    kcsi::disk::mounts::is_mount_point(path).unwrap()
 }
 
 fn vol_data(mount_path: &Path) -> Value {

@@ -6,7 +6,9 @@ Why generated: a ctypes function left on the default `int` restype truncates poi
 map to a ctypes type here, or generation fails: nothing is ever left on a default.
 
 It also writes kcsi/_methods.py: one explicit method per function on the class of the handle
-it takes first, with the C parameter names, so help() and editors show real signatures.
+it takes first, with type hints and defaults, so help() and editors show real signatures. A
+parameter is named as in C, without the `_json` suffix where it takes a dict (the old name
+still works as a keyword).
 
 Usage: gen_signatures.py [--header include/kcsi.h] [--output .../_signatures.py] [--check]
   --check: exit 1 (and say so) when the committed file differs from what would be generated.
@@ -220,8 +222,16 @@ def handle_class(ctype):
     return "".join(p.capitalize() for p in ctype[len("kcsi_"):-2].split("_"))
 
 
+# Defaults the header states in prose: every `timeout_ms <= 0` means the host's timeout.
+DEFAULTS = {"timeout_ms": "0"}
+# Python annotations of C parameter and output types (other types have no method).
+IN_TYPES = {"int64_t": "int", "int32_t": "int", "size_t": "int", "bool": "bool"}
+OUT_TYPES = {"bool *": "bool", "int64_t *": "int", "int32_t *": "int"}
+
+
 def method_plan(name, ps):
-    """(class, method name, Python parameters) of a function, or None when it takes no handle."""
+    """(class, method name, [(C name, C type)] of the inputs, [(C name, C type)] of the outputs)
+    of a function, or None when it takes no handle."""
     if not ps or not ps[0][0].endswith(" *") or not ps[0][0].startswith("kcsi_") or name.endswith("_free"):
         return None
     own = ps[0][0][: -2]
@@ -231,14 +241,67 @@ def method_plan(name, ps):
     if own != "kcsi_host" and not name.startswith(own + "_"):
         return None
     names = [n for _, n in ps]
-    params = []
+    inputs, outputs = [], []
     for t, n in ps[1:]:
         if n == "err_out" or n.endswith("_len") and n[:-4] in names:
             continue
         if (n == "out" or n.endswith("_out")) and t.endswith("*"):
+            outputs.append((n, t))
             continue
-        params.append(n)
-    return handle_class(ps[0][0]), method, params
+        inputs.append((n, "array" if f"{n}_len" in names else t))
+    return handle_class(ps[0][0]), method, inputs, outputs
+
+
+def py_name(c_name):
+    """`spec_json` -> `spec`: the argument is a dict (or JSON text)."""
+    return c_name[: -len("_json")] if c_name.endswith("_json") else c_name
+
+
+def in_type(c_name, ctype):
+    if ctype == "array":
+        return "Sequence[Text]"
+    if ctype == "const char *":
+        return "Json" if c_name.endswith("_json") else "Text"
+    if ctype in IN_TYPES:
+        return IN_TYPES[ctype]
+    raise SystemExit(f"gen_signatures: no Python type for parameter {c_name} ({ctype})")
+
+
+def out_type(c_name, ctype):
+    if ctype == "char **":
+        return "Any" if c_name.endswith("_json_out") else "str"
+    if ctype.startswith("kcsi_") and ctype.endswith(" **"):
+        return repr(handle_class(ctype[:-1]))
+    if ctype in OUT_TYPES:
+        return OUT_TYPES[ctype]
+    raise SystemExit(f"gen_signatures: no Python type for output {c_name} ({ctype})")
+
+
+def signature(inputs, outputs, nullable):
+    """The method's parameter list and return annotation. A parameter gets a default (None when
+    the header marks it Nullable, else from DEFAULTS) when every later one has one too."""
+    sig = []
+    defaults = True
+    for n, t in reversed(inputs):
+        hint = in_type(n, t)
+        default = "None" if n in nullable else DEFAULTS.get(n)
+        defaults = defaults and default is not None
+        if n in nullable:
+            hint = f"Optional[{hint}]"
+        sig.append(f"{py_name(n)}: {hint} = {default}" if defaults else f"{py_name(n)}: {hint}")
+    outs = [out_type(n, t) for n, t in outputs]
+    ret = "None" if not outs else outs[0] if len(outs) == 1 else f"Tuple[{', '.join(outs)}]"
+    return ", ".join(["self"] + list(reversed(sig))), ret
+
+
+METHODS_PRELUDE = '''"""Explicit methods of the handle classes, GENERATED from include/kcsi.h by
+bindings/python/gen_signatures.py. Do not edit. Each method calls the C function of the same
+name with the conventions of kcsi.call (JSON parameters take dicts, outputs are returned).
+"""
+# fmt: off
+{typing}
+from ._types import Json, Text, old_names
+'''
 
 
 def generate_methods(header_path):
@@ -248,34 +311,29 @@ def generate_methods(header_path):
     for name, (_ret, ps, doc) in h.functions.items():
         plan = method_plan(name, ps)
         if plan:
-            cls, method, params = plan
-            classes.setdefault(cls, []).append((name, method, params, doc, nullable_params(doc)))
+            cls, method, inputs, outputs = plan
+            classes.setdefault(cls, []).append((name, method, inputs, outputs, doc, nullable_params(doc)))
     out = []
     w = out.append
-    w('"""Explicit methods of the handle classes, GENERATED from include/kcsi.h by')
-    w("bindings/python/gen_signatures.py. Do not edit. Each method calls the C function of the same")
-    w("name with the conventions of kcsi.call (JSON parameters take dicts, outputs are returned).")
-    w('"""')
-    w("# fmt: off")
     for cls, methods in sorted(classes.items()):
         w("")
         w("")
         w(f"class _{cls}Methods:")
         w("    __slots__ = ()")
-        for name, method, params, doc, nullable in methods:
-            # A nullable parameter gets a None default when every later one has one too.
-            sig = []
-            defaults = True
-            for p in reversed(params):
-                defaults = defaults and p in nullable
-                sig.append(f"{p}=None" if defaults else p)
-            sig = ", ".join(["self"] + list(reversed(sig)))
+        for name, method, inputs, outputs, doc, nullable in methods:
+            params, ret = signature(inputs, outputs, nullable)
+            renamed = ", ".join(f"{n}={py_name(n)!r}" for n, _ in inputs if py_name(n) != n)
             w("")
-            w(f"    def {method}({sig}):")
+            if renamed:
+                w(f"    @old_names({renamed})")
+            w(f"    def {method}({params}) -> {ret}:")
             w(f"        {(name + ': ' + doc)!r}")
-            args = ", ".join(params) + ("," if len(params) == 1 else "")
+            args = ", ".join(py_name(n) for n, _ in inputs) + ("," if len(inputs) == 1 else "")
             w(f"        return self._invoke({name!r}, ({args}))")
-    return "\n".join(out) + "\n"
+    body = "\n".join(out) + "\n"
+    used = [n for n in ("Any", "Optional", "Sequence", "Tuple") if re.search(rf"\b{n}\b", body)]
+    typing = f"from typing import {', '.join(used)}\n" if used else ""
+    return METHODS_PRELUDE.format(typing=typing).rstrip("\n") + "\n" + body
 
 
 def main():

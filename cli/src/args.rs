@@ -17,6 +17,13 @@ Exit status: 0 every step passed; 1 a step failed; 2 bad input (arguments, files
 130 interrupted (what was set up is cleaned up first)."
 )]
 pub struct Cli {
+    /// Machine-readable output on stdout, nothing else: one JSON object ({"ok", "steps": [...]}
+    /// for the driver commands), or one per line for each change with watch.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// kcsi's log lines on stderr (-v info, -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -48,6 +55,9 @@ pub enum Command {
     Watch(WatchCmd),
     /// Serve the fault proxy alone in front of a driver, for other tests.
     FaultProxy(FaultProxyCmd),
+    /// Serve a CSI driver to Podman and Docker as a volume plugin (the Docker volume plugin
+    /// protocol on a Unix socket): create, mount per caller, unmount, remove, list.
+    VolumePlugin(VolumePluginCmd),
 }
 
 #[derive(Args, Clone)]
@@ -72,12 +82,6 @@ pub struct DriverArgs {
     /// error:RPC:CODE[:MESSAGE], delay:RPC:DURATION. Each fires on the first matching call.
     #[arg(long, value_name = "FAULT")]
     pub fault: Vec<Fault>,
-    /// Print exactly one JSON object {"ok", "steps": [...]} on stdout, nothing else.
-    #[arg(long)]
-    pub json: bool,
-    /// kcsi's log lines on stderr (-v info, -vv debug).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
 }
 
 #[derive(Args, Clone)]
@@ -189,9 +193,6 @@ pub struct RootCmd {
     pub root: PathBuf,
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
-    /// One JSON object on stdout.
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Args)]
@@ -201,11 +202,6 @@ pub struct WatchCmd {
     pub root: PathBuf,
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
-    /// One JSON object per line for each change.
-    #[arg(long)]
-    pub json: bool,
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
 }
 
 #[derive(Args)]
@@ -225,6 +221,29 @@ pub struct FaultProxyCmd {
     /// Print each call on stdout.
     #[arg(long)]
     pub trace: bool,
+}
+
+#[derive(Args)]
+pub struct VolumePluginCmd {
+    /// The driver's CSI socket: unix:///path/csi.sock or /path/csi.sock.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub endpoint: String,
+    /// The plugin's name, as runtimes refer to it (`--driver NAME`, `-d NAME`).
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// Where the volumes' descriptions and the kubelet-side state live
+    /// (default: /var/lib/kcsi/NAME).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// The socket to serve (default: /run/docker/plugins/NAME.sock, where Docker looks).
+    #[arg(long, value_name = "SOCKET")]
+    pub listen: Option<PathBuf>,
+    /// The node name given to the driver (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
+    /// Deadline of each CSI call, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub timeout: f64,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {

@@ -85,6 +85,23 @@ pub async fn plugin_info(ch: &Channel, timeout: Duration) -> Result<(String, Str
     Ok((resp.name, resp.vendor_version))
 }
 
+/// Whether the driver has a Controller service (GetPluginCapabilities CONTROLLER_SERVICE),
+/// so volumes are made with CreateVolume rather than given by handle.
+pub async fn has_controller(ch: &Channel, timeout: Duration) -> Result<bool> {
+    use csi::plugin_capability::{service, Type};
+    let mut c = IdentityClient::new(ch.clone());
+    let resp = within(
+        "GetPluginCapabilities",
+        timeout,
+        c.get_plugin_capabilities(request(csi::GetPluginCapabilitiesRequest {}, timeout)),
+    )
+    .await?;
+    Ok(resp.capabilities.iter().any(|c| {
+        matches!(&c.r#type, Some(Type::Service(s))
+            if s.r#type == service::Type::ControllerService as i32)
+    }))
+}
+
 /// What CreateVolume is asked for.
 pub struct NewVolume<'a> {
     pub name: String,

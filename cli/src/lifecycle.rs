@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kcsi::host::Host;
+use kcsi::disk::mounts;
+use kcsi::node::NodeAgent;
 use kcsi::volume::capability::access_mode;
 use kcsi::volume::quantity::parse_bytes;
 
@@ -32,13 +33,13 @@ struct Run {
     node: String,
     driver: String,
     csidriver: serde_json::Value,
-    host: Option<Host>,
+    host: Option<NodeAgent>,
     volume: Option<Volume>,
     up: SetUp,
     secrets: kcsi::plain_spec::SecretsFile,
 }
 
-pub async fn run(args: LifecycleArgs) -> Result<i32, UsageError> {
+pub async fn run(args: LifecycleArgs, json: bool) -> Result<i32, UsageError> {
     let timeout = args.driver.timeout;
     if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86_400.0) {
         return Err(UsageError(format!(
@@ -65,7 +66,7 @@ pub async fn run(args: LifecycleArgs) -> Result<i32, UsageError> {
     let s = Session::start(
         &args.driver.endpoint,
         args.driver.fault.clone(),
-        args.driver.json,
+        json,
         Duration::from_secs_f64(timeout),
     )?;
     let node = node::node_name(&args.driver.node_name);
@@ -103,7 +104,7 @@ pub async fn run(args: LifecycleArgs) -> Result<i32, UsageError> {
     drop(run);
     if let Some(t) = temp_root {
         // Only an empty tree is removed: a mount that could not be undone stays visible.
-        if steps::mounts_below(t.path()).is_empty() {
+        if mounts::mounts_below(t.path()).is_ok_and(|m| m.is_empty()) {
             let _ = t.close();
         } else {
             let _ = t.keep();

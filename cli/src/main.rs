@@ -5,6 +5,7 @@
 mod args;
 mod driver;
 mod fault_proxy;
+mod kubelet;
 mod lifecycle;
 mod node;
 mod on_disk;
@@ -13,6 +14,7 @@ mod report;
 mod session;
 mod single;
 mod steps;
+mod volume_plugin;
 mod watch;
 mod wire;
 
@@ -90,15 +92,7 @@ fn main() {
         eprintln!("kcsi: internal error{at}: {}", msg.replace('\n', " "));
     }));
     let cli = parse();
-    let verbose = match &cli.command {
-        Command::Lifecycle(a) => a.driver.verbose,
-        Command::Stage(a) | Command::Publish(a) => a.driver.verbose,
-        Command::Unpublish(a) | Command::Unstage(a) | Command::Stats(a) => a.driver.verbose,
-        Command::Expand(a) => a.cmd.driver.verbose,
-        Command::Watch(a) => a.verbose,
-        _ => 0,
-    };
-    logging(verbose);
+    logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -110,19 +104,21 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let json = cli.json;
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Lifecycle(a) => lifecycle::run(a).await,
-            Command::Stage(a) => single::stage(a).await,
-            Command::Publish(a) => single::publish(a).await,
-            Command::Unpublish(a) => single::unpublish(a).await,
-            Command::Unstage(a) => single::unstage(a).await,
-            Command::Stats(a) => single::stats(a).await,
-            Command::Expand(a) => single::expand(a).await,
-            Command::Reconstruct(a) => on_disk::reconstruct(a),
-            Command::List(a) => on_disk::list(a),
-            Command::Watch(a) => watch::run(a).await,
+            Command::Lifecycle(a) => lifecycle::run(a, json).await,
+            Command::Stage(a) => single::stage(a, json).await,
+            Command::Publish(a) => single::publish(a, json).await,
+            Command::Unpublish(a) => single::unpublish(a, json).await,
+            Command::Unstage(a) => single::unstage(a, json).await,
+            Command::Stats(a) => single::stats(a, json).await,
+            Command::Expand(a) => single::expand(a, json).await,
+            Command::Reconstruct(a) => on_disk::reconstruct(a, json),
+            Command::List(a) => on_disk::list(a, json),
+            Command::Watch(a) => watch::run(a, json).await,
             Command::FaultProxy(a) => serve_fault_proxy(a).await,
+            Command::VolumePlugin(a) => volume_plugin::run(a).await,
         }
     });
     // Dropping the runtime would wait for the proxy's connection tasks; the exit needs no wait.

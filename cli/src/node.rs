@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 use kcsi::config::HostConfig;
 use kcsi::host::Host;
+use kcsi::node::NodeAgent;
 use kcsi::spec::VolumeSpec;
 use serde_json::{json, Value};
 
@@ -75,20 +76,20 @@ pub fn csidriver(
     Ok(obj)
 }
 
-/// A standalone host rooted at `root`.
+/// A standalone host rooted at `root`, with its node agent (registration needs it).
 pub fn host(
     root: &Path,
     node: &str,
     timeout: f64,
     csidriver: Option<&Value>,
-) -> Result<Host, UsageError> {
+) -> Result<NodeAgent, UsageError> {
     let mut config = json!({"nodeName": node, "rootDir": root, "timeoutSeconds": timeout});
     if let Some(d) = csidriver {
         config["csiDrivers"] = json!([d]);
     }
     let config = HostConfig::from_json(&config.to_string())
         .map_err(|e| UsageError(e.message().to_string()))?;
-    Host::new(config).map_err(|e| UsageError(e.message().to_string()))
+    NodeAgent::new(config).map_err(|e| UsageError(e.message().to_string()))
 }
 
 /// Whether the host's CSIDriver stand-in requires attach.

@@ -1,8 +1,11 @@
 //! `kcsi list` and `kcsi reconstruct`: what the kubelet side left under a root, read from its
 //! `vol_data.json` files; no driver needed.
 
-use kcsi::disk::inventory::{self, Entry, Place};
+use std::path::PathBuf;
+
+use kcsi::disk::inventory::{self, DataFile, Inventory, Kind};
 use kcsi::disk::paths::Layout;
+use kcsi::disk::volume_data::keys;
 use kcsi::volume::block::construct_block_volume_spec;
 use kcsi::volume::reconstruct::construct_volume_spec;
 use serde_json::{json, Value};
@@ -11,7 +14,7 @@ use crate::args::RootCmd;
 use crate::node;
 use crate::UsageError;
 
-fn entries(cmd: &RootCmd) -> Result<(std::path::PathBuf, Vec<Entry>), UsageError> {
+fn walk(cmd: &RootCmd) -> Result<(PathBuf, Inventory), UsageError> {
     let root = node::absolute("--root", &cmd.root)?;
     if !root.is_dir() {
         return Err(UsageError(format!(
@@ -20,51 +23,66 @@ fn entries(cmd: &RootCmd) -> Result<(std::path::PathBuf, Vec<Entry>), UsageError
         )));
     }
     let found =
-        inventory::list(&Layout::new(&root)).map_err(|e| UsageError(e.message().to_string()))?;
+        inventory::walk(&Layout::new(&root)).map_err(|e| UsageError(e.message().to_string()))?;
     Ok((root, found))
 }
 
-fn field<'a>(e: &'a Entry, key: &str) -> &'a str {
-    e.data
-        .as_ref()
-        .ok()
-        .and_then(|d| d.get(key))
-        .map_or("", String::as_str)
+/// One line of `kcsi list`: staged volumes (kind `staged`, or `block`), then published ones.
+struct Row<'a> {
+    kind: &'static str,
+    driver: Option<&'a str>,
+    spec: Option<&'a str>,
+    pod: Option<&'a str>,
+    mount: &'a PathBuf,
+    mounted: bool,
+    data: &'a DataFile,
 }
 
-fn entry_json(e: &Entry) -> Value {
-    let (kind, pod, spec, mount) = match &e.place {
-        Place::Staged { mount_path } => ("staged", None, None, Some(mount_path)),
-        Place::Published {
-            pod_uid,
-            spec_name,
-            mount_path,
-        } => (
-            "published",
-            Some(pod_uid),
-            Some(spec_name),
-            Some(mount_path),
-        ),
-        Place::Block { spec_name } => ("block", None, Some(spec_name), None),
-    };
+fn rows(found: &Inventory) -> Vec<Row<'_>> {
+    let staged = found.staged.iter().map(|s| Row {
+        kind: match s.kind {
+            Kind::Filesystem => "staged",
+            Kind::Block => "block",
+        },
+        driver: s.driver.as_deref(),
+        spec: s.spec_name.as_deref(),
+        pod: None,
+        mount: &s.device_mount_path,
+        mounted: s.mounted,
+        data: &s.data,
+    });
+    let published = found.published.iter().map(|p| Row {
+        kind: "published",
+        driver: None,
+        spec: Some(&p.spec_name),
+        pod: Some(&p.pod_uid),
+        mount: &p.mount_path,
+        mounted: p.mounted,
+        data: &p.data,
+    });
+    staged.chain(published).collect()
+}
+
+fn row_json(r: &Row) -> Value {
     json!({
-        "kind": kind,
-        "driver": field(e, "driverName"),
-        "volumeHandle": field(e, "volumeHandle"),
-        "specName": spec,
-        "podUID": pod,
-        "mountPath": mount,
-        "mounted": e.mounted,
-        "dir": e.dir,
-        "volumeData": e.data.as_ref().ok(),
-        "error": e.data.as_ref().err(),
+        "kind": r.kind,
+        "driver": r.driver.or(r.data.get(keys::DRIVER_NAME)).unwrap_or(""),
+        "volumeHandle": r.data.get(keys::VOLUME_HANDLE).unwrap_or(""),
+        "specName": r.spec,
+        "podUID": r.pod,
+        "mountPath": r.mount,
+        "mounted": r.mounted,
+        "dir": r.data.dir(),
+        "volumeData": r.data.volume_data,
+        "error": r.data.volume_data_error,
     })
 }
 
-pub fn list(cmd: RootCmd) -> Result<i32, UsageError> {
-    let (root, found) = entries(&cmd)?;
-    if cmd.json {
-        let volumes: Vec<Value> = found.iter().map(entry_json).collect();
+pub fn list(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
+    let (root, found) = walk(&cmd)?;
+    let found = rows(&found);
+    if json {
+        let volumes: Vec<Value> = found.iter().map(row_json).collect();
         println!("{}", json!({"root": root, "volumes": volumes}));
         return Ok(0);
     }
@@ -76,14 +94,10 @@ pub fn list(cmd: RootCmd) -> Result<i32, UsageError> {
         "{:<10} {:<24} {:<40} {:<20} {:<12} {:<8}",
         "KIND", "DRIVER", "VOLUME HANDLE", "SPEC", "POD", "MOUNTED"
     );
-    for e in &found {
-        let j = entry_json(e);
+    for r in &found {
+        let j = row_json(r);
         let s = |k: &str| j[k].as_str().unwrap_or("-").to_string();
-        let mounted = match e.mounted {
-            Some(true) => "yes",
-            Some(false) => "no",
-            None => "-",
-        };
+        let mounted = if r.mounted { "yes" } else { "no" };
         println!(
             "{:<10} {:<24} {:<40} {:<20} {:<12} {:<8}",
             s("kind"),
@@ -93,53 +107,62 @@ pub fn list(cmd: RootCmd) -> Result<i32, UsageError> {
             s("podUID"),
             mounted
         );
-        if let Err(why) = &e.data {
+        if let Some(why) = &r.data.volume_data_error {
             println!("           unreadable: {why}");
         }
     }
     Ok(0)
 }
 
-pub fn reconstruct(cmd: RootCmd) -> Result<i32, UsageError> {
-    let (root, found) = entries(&cmd)?;
+pub fn reconstruct(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
+    let (root, found) = walk(&cmd)?;
     let host = node::host(&root, &node::node_name(&cmd.node_name), 30.0, None)?;
+    let published = found.published.iter().map(|p| {
+        let field = |k| p.data.get(k).unwrap_or("");
+        let name = format!(
+            "{}^{}",
+            field(keys::DRIVER_NAME),
+            field(keys::VOLUME_HANDLE)
+        );
+        let rebuilt =
+            construct_volume_spec(&host, &name, &p.data.dir().to_string_lossy()).map(|r| {
+                (
+                    Some(p.pod_uid.clone()),
+                    p.spec_name.clone(),
+                    r["spec"].clone(),
+                )
+            });
+        (p.data.dir(), rebuilt)
+    });
+    let block = found.staged.iter().filter_map(|s| {
+        let spec_name = s.spec_name.as_ref().filter(|_| s.kind == Kind::Block)?;
+        let map = host
+            .layout
+            .block_global_map_path(spec_name)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let rebuilt = construct_block_volume_spec(&host, "", spec_name, &map)
+            .map(|spec| (None, spec_name.clone(), spec));
+        Some((s.data.dir(), rebuilt))
+    });
     let mut out = Vec::new();
     let mut ok = true;
-    for e in &found {
-        let rebuilt = match &e.place {
-            Place::Staged { .. } => continue,
-            Place::Published {
-                pod_uid, spec_name, ..
-            } => {
-                let name = format!("{}^{}", field(e, "driverName"), field(e, "volumeHandle"));
-                construct_volume_spec(&host, &name, &e.dir.to_string_lossy())
-                    .map(|r| (Some(pod_uid.clone()), spec_name.clone(), r["spec"].clone()))
-            }
-            Place::Block { spec_name } => {
-                let map = host
-                    .layout
-                    .block_global_map_path(spec_name)
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default();
-                construct_block_volume_spec(&host, "", spec_name, &map)
-                    .map(|spec| (None, spec_name.clone(), spec))
-            }
-        };
+    for (dir, rebuilt) in published.chain(block) {
         let item = match rebuilt {
             Ok((pod, spec_name, spec)) => {
                 json!({"specName": spec_name, "podUID": pod, "spec": spec})
             }
             Err(err) => {
                 ok = false;
-                json!({"dir": e.dir, "error": err.message()})
+                json!({"dir": dir, "error": err.message()})
             }
         };
-        if !cmd.json {
+        if !json {
             println!("{item}");
         }
         out.push(item);
     }
-    if cmd.json {
+    if json {
         println!("{}", json!({"ok": ok, "volumes": out}));
     } else if out.is_empty() {
         println!("nothing to reconstruct under {}", root.display());

@@ -7,7 +7,7 @@ use std::io::{ErrorKind as IoKind, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use kcsi::disk::volume_data::is_mount_point;
+use kcsi::disk::mounts::is_mount_point;
 use kcsi::error::{Error, ErrorKind, Result};
 
 const SIZE: usize = 4096;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kcsi::host::Host;
+use kcsi::node::NodeAgent;
 use kcsi::volume::expander::{self, ExpandOptions};
 
 use crate::args::{DriverArgs, ExpandCmd, PublishedCmd, VolumeCmd};
@@ -17,12 +17,13 @@ use crate::UsageError;
 /// A session with the driver identified and registered on a host rooted at `root`.
 struct Ready {
     s: Session,
-    host: Host,
+    host: NodeAgent,
     driver: String,
 }
 
 async fn ready(
     args: &DriverArgs,
+    json: bool,
     root: &std::path::Path,
     attach: bool,
 ) -> Result<Result<Ready, i32>, UsageError> {
@@ -36,7 +37,7 @@ async fn ready(
     let mut s = Session::start(
         &args.endpoint,
         args.fault.clone(),
-        args.json,
+        json,
         Duration::from_secs_f64(t),
     )?;
     let driver = match steps::identify(&mut s, args.driver.as_deref()).await {
@@ -113,9 +114,9 @@ async fn undo_interrupted(r: &mut Ready, v: &Volume, published: bool) {
     }
 }
 
-pub async fn stage(cmd: VolumeCmd) -> Result<i32, UsageError> {
+pub async fn stage(cmd: VolumeCmd, json: bool) -> Result<i32, UsageError> {
     let attach = !cmd.volume.publish_context.is_empty();
-    let mut r = match ready(&cmd.driver, &cmd.root, attach).await? {
+    let mut r = match ready(&cmd.driver, json, &cmd.root, attach).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
@@ -128,9 +129,9 @@ pub async fn stage(cmd: VolumeCmd) -> Result<i32, UsageError> {
     Ok(finish(r))
 }
 
-pub async fn publish(cmd: VolumeCmd) -> Result<i32, UsageError> {
+pub async fn publish(cmd: VolumeCmd, json: bool) -> Result<i32, UsageError> {
     let attach = !cmd.volume.publish_context.is_empty();
-    let mut r = match ready(&cmd.driver, &cmd.root, attach).await? {
+    let mut r = match ready(&cmd.driver, json, &cmd.root, attach).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
@@ -147,8 +148,8 @@ fn spec_name(cmd: &PublishedCmd) -> String {
         .unwrap_or_else(|| node::spec_name_for(&cmd.volume_handle))
 }
 
-pub async fn unpublish(cmd: PublishedCmd) -> Result<i32, UsageError> {
-    let mut r = match ready(&cmd.driver, &cmd.root, false).await? {
+pub async fn unpublish(cmd: PublishedCmd, json: bool) -> Result<i32, UsageError> {
+    let mut r = match ready(&cmd.driver, json, &cmd.root, false).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
@@ -158,8 +159,8 @@ pub async fn unpublish(cmd: PublishedCmd) -> Result<i32, UsageError> {
     Ok(finish(r))
 }
 
-pub async fn unstage(cmd: PublishedCmd) -> Result<i32, UsageError> {
-    let mut r = match ready(&cmd.driver, &cmd.root, false).await? {
+pub async fn unstage(cmd: PublishedCmd, json: bool) -> Result<i32, UsageError> {
+    let mut r = match ready(&cmd.driver, json, &cmd.root, false).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
@@ -170,8 +171,8 @@ pub async fn unstage(cmd: PublishedCmd) -> Result<i32, UsageError> {
     Ok(finish(r))
 }
 
-pub async fn stats(cmd: PublishedCmd) -> Result<i32, UsageError> {
-    let mut r = match ready(&cmd.driver, &cmd.root, false).await? {
+pub async fn stats(cmd: PublishedCmd, json: bool) -> Result<i32, UsageError> {
+    let mut r = match ready(&cmd.driver, json, &cmd.root, false).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
@@ -184,10 +185,10 @@ pub async fn stats(cmd: PublishedCmd) -> Result<i32, UsageError> {
     Ok(finish(r))
 }
 
-pub async fn expand(cmd: ExpandCmd) -> Result<i32, UsageError> {
+pub async fn expand(cmd: ExpandCmd, json: bool) -> Result<i32, UsageError> {
     let c = &cmd.cmd;
     let attach = !c.volume.publish_context.is_empty();
-    let mut r = match ready(&c.driver, &c.root, attach).await? {
+    let mut r = match ready(&c.driver, json, &c.root, attach).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };

@@ -3,16 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
-use kcsi::csi::registration;
+use kcsi::disk::mounts;
 use kcsi::error::{Error, ErrorKind};
 use kcsi::host::Host;
-use kcsi::volume::attacher::{self, MountDeviceArgs};
-use kcsi::volume::block::{BlockMapper, BlockUnmapper};
+use kcsi::node::{registration, NodeAgent};
+use kcsi::volume::attacher;
 use kcsi::volume::metrics;
-use kcsi::volume::mounter::{Mounter, MounterArgs, Unmounter};
 use kcsi::volume::reconstruct;
 
 use crate::driver;
+use crate::kubelet;
 use crate::node::{self, Volume};
 use crate::probe;
 use crate::session::{value, Done, Session, Stop};
@@ -43,11 +43,16 @@ pub async fn identify(s: &mut Session, want: Option<&str>) -> Result<String, Sto
 }
 
 /// RegisterPlugin: NodeGetInfo, node info recorded.
-pub async fn register(s: &mut Session, host: &Host, driver: &str, name: &str) -> Result<(), Stop> {
+pub async fn register(
+    s: &mut Session,
+    node: &NodeAgent,
+    driver: &str,
+    name: &str,
+) -> Result<(), Stop> {
     let endpoint = s.endpoint_str();
     s.step(name, async {
         let versions: Vec<String> = VERSIONS.iter().map(|v| v.to_string()).collect();
-        let info = registration::register(host, driver, &endpoint, &versions, None).await?;
+        let info = registration::register(node, driver, &endpoint, &versions, None).await?;
         Ok(Done::Value(
             (),
             Some(format!(
@@ -60,9 +65,9 @@ pub async fn register(s: &mut Session, host: &Host, driver: &str, name: &str) ->
     .map(drop)
 }
 
-pub async fn deregister(s: &mut Session, host: &Host, driver: &str) -> Result<(), Stop> {
+pub async fn deregister(s: &mut Session, node: &NodeAgent, driver: &str) -> Result<(), Stop> {
     s.step("deregister", async {
-        registration::deregister(host, driver).await.map(value)
+        registration::deregister(node, driver).await.map(value)
     })
     .await
     .map(drop)
@@ -118,23 +123,10 @@ pub fn target_path(
 
 pub async fn stage(s: &mut Session, host: &Host, v: &Volume) -> Result<(), Stop> {
     s.step("stage", async {
-        if v.block {
-            let mapper = BlockMapper::new(host, v.spec.clone(), node::pod(&v.pod_uid)).await?;
-            return Ok(match mapper.set_up_device(host).await? {
-                Some(p) => Done::Value((), Some(format!("staged at {}", p.display()))),
-                None => Done::Skipped("the driver has no STAGE_UNSTAGE_VOLUME".into()),
-            });
-        }
-        let dmp = attacher::device_mount_path(host, &v.spec)?;
-        let args = MountDeviceArgs {
-            fs_group: v.fs_group,
-            se_linux_label: None,
-        };
-        attacher::mount_device(host, &v.spec, &dmp.to_string_lossy(), &args).await?;
-        Ok(Done::Value(
-            (),
-            Some(format!("staged at {}", dmp.display())),
-        ))
+        Ok(match kubelet::stage(host, v).await? {
+            Some(p) => Done::Value((), Some(format!("staged at {}", p.display()))),
+            None => Done::Skipped("the driver has no STAGE_UNSTAGE_VOLUME".into()),
+        })
     })
     .await
     .map(drop)
@@ -143,19 +135,7 @@ pub async fn stage(s: &mut Session, host: &Host, v: &Volume) -> Result<(), Stop>
 pub async fn publish(s: &mut Session, host: &Host, v: &Volume) -> Result<PathBuf, Stop> {
     let path = s
         .step("publish", async {
-            if v.block {
-                let mapper = BlockMapper::new(host, v.spec.clone(), node::pod(&v.pod_uid)).await?;
-                let p = mapper.map_pod_device(host).await?;
-                let note = format!("published at {}", p.display());
-                return Ok(Done::Value(p, Some(note)));
-            }
-            let mounter = Mounter::new(host, v.spec.clone(), node::pod(&v.pod_uid))?;
-            let args = MounterArgs {
-                fs_group: v.fs_group,
-                ..Default::default()
-            };
-            mounter.set_up(host, &args).await?;
-            let p = mounter.path().to_path_buf();
+            let p = kubelet::publish(host, v).await?;
             let note = format!("published at {}", p.display());
             Ok(Done::Value(p, Some(note)))
         })
@@ -273,16 +253,9 @@ pub async fn unpublish(
     pod_uid: &str,
 ) -> Result<(), Stop> {
     s.step("unpublish", async {
-        if block {
-            BlockUnmapper::new(host, spec_name, pod_uid)?
-                .unmap_pod_device(host)
-                .await?;
-        } else {
-            Unmounter::new(host, spec_name, pod_uid)?
-                .tear_down(host)
-                .await?;
-        }
-        Ok(value(()))
+        kubelet::unpublish(host, block, spec_name, pod_uid)
+            .await
+            .map(value)
     })
     .await
     .map(drop)
@@ -297,54 +270,12 @@ pub async fn unstage(
     spec_name: &str,
 ) -> Result<(), Stop> {
     s.step("unstage", async {
-        if block {
-            BlockUnmapper::new(host, spec_name, "")?
-                .tear_down_device(host, "", "")
-                .await?;
-        } else {
-            let dmp = host.layout.device_mount_path(driver, handle)?;
-            attacher::unmount_device(host, &dmp.to_string_lossy()).await?;
-        }
-        Ok(value(()))
+        kubelet::unstage(host, block, driver, handle, spec_name)
+            .await
+            .map(value)
     })
     .await
     .map(drop)
-}
-
-/// Mounts at or below `root`, deepest first.
-pub fn mounts_below(root: &Path) -> Vec<PathBuf> {
-    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = table
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(unescape_mountinfo)
-        .map(PathBuf::from)
-        .filter(|p| p.starts_with(root))
-        .collect();
-    found.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
-    found.dedup();
-    found
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape_mountinfo(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
-            if let Ok(n) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(n as char);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i] as char);
-        i += 1;
-    }
-    out
 }
 
 pub const LEFTOVERS: &str = "unmount leftovers";
@@ -352,7 +283,7 @@ pub const LEFTOVERS: &str = "unmount leftovers";
 /// The last resort after clean-up: whatever is still mounted under the root (the driver died
 /// or refused) is unmounted by kcsi itself, so no mount is left behind.
 pub async fn unmount_leftovers(s: &mut Session, root: &Path) -> Result<(), Stop> {
-    let left = mounts_below(root);
+    let left = mounts::mounts_below(root).unwrap_or_default();
     if left.is_empty() {
         return Ok(());
     }

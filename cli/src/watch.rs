@@ -1,12 +1,12 @@
 //! `kcsi watch`: a host with the plugin watcher on (host config `"pluginWatcher": true`),
 //! reporting each driver that registers through `<root>/plugins_registry` or goes away, from
-//! the host's status (`Host::status()`, the `kcsi_host_status` JSON), until interrupted.
+//! the node agent's status (`NodeAgent::status()`, the `kcsi_host_status` JSON), until interrupted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kcsi::config::HostConfig;
-use kcsi::host::Host;
+use kcsi::node::NodeAgent;
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -16,7 +16,7 @@ use crate::UsageError;
 
 const POLL: Duration = Duration::from_millis(200);
 
-fn drivers(host: &Host) -> BTreeMap<String, Value> {
+fn drivers(host: &NodeAgent) -> BTreeMap<String, Value> {
     let status = host.status();
     status["drivers"]
         .as_array()
@@ -26,13 +26,13 @@ fn drivers(host: &Host) -> BTreeMap<String, Value> {
         .collect()
 }
 
-pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
+pub async fn run(cmd: WatchCmd, json: bool) -> Result<i32, UsageError> {
     let root = node::absolute("--root", &cmd.root)?;
     let node = node::node_name(&cmd.node_name);
     let config = json!({"nodeName": node, "rootDir": root, "pluginWatcher": true});
     let config = HostConfig::from_json(&config.to_string())
         .map_err(|e| UsageError(format!("this kcsi cannot watch: {}", e.message())))?;
-    let host = Host::start(config).map_err(|e| UsageError(e.message().to_string()))?;
+    let host = NodeAgent::start(config).map_err(|e| UsageError(e.message().to_string()))?;
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
@@ -40,7 +40,7 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => return Err(UsageError(format!("cannot handle signals: {e}"))),
     };
-    if !cmd.json {
+    if !json {
         println!(
             "kcsi watch: node {node}, watching {} (Ctrl-C to stop)",
             host.layout.plugins_registry_dir().display()
@@ -51,7 +51,7 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
         let now = drivers(&host);
         for (name, d) in &now {
             if known.get(name) != Some(d) {
-                if cmd.json {
+                if json {
                     println!("{}", json!({"event": "registered", "driver": d}));
                 } else {
                     println!(
@@ -67,7 +67,7 @@ pub async fn run(cmd: WatchCmd) -> Result<i32, UsageError> {
         }
         for name in known.keys() {
             if !now.contains_key(name) {
-                if cmd.json {
+                if json {
                     println!(
                         "{}",
                         json!({"event": "deregistered", "driver": {"name": name}})

@@ -105,19 +105,19 @@ const FS_STEPS: &[&str] = &[
     "delete",
 ];
 
-fn lifecycle(driver: &DriverProcess, root: &Root, extra: &[&str]) -> Output {
+/// `kcsi <global...> lifecycle --endpoint <driver> --root <root> <extra...>`.
+fn lifecycle_with(driver: &DriverProcess, root: &Root, global: &[&str], extra: &[&str]) -> Output {
     let endpoint = format!("unix://{}", driver.endpoint());
     let root = root.arg();
-    let mut args = vec![
-        "lifecycle",
-        "--endpoint",
-        &endpoint,
-        "--root",
-        &root,
-        "--json",
-    ];
+    let mut args = global.to_vec();
+    args.extend(["lifecycle", "--endpoint", &endpoint, "--root", &root]);
     args.extend(extra);
     run(&args)
+}
+
+/// A lifecycle with `--json` after the subcommand.
+fn lifecycle(driver: &DriverProcess, root: &Root, extra: &[&str]) -> Output {
+    lifecycle_with(driver, root, &[], &[&["--json"][..], extra].concat())
 }
 
 #[test]
@@ -145,6 +145,29 @@ fn lifecycle_passes_every_step_on_a_filesystem_volume() {
         0,
         "the volume's dir is removed"
     );
+}
+
+#[test]
+fn json_and_verbose_are_global_flags_before_or_after_the_subcommand() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let root = Root::new();
+    let before = lifecycle_with(&driver, &root, &["--json", "-v"], &["--create", "8Mi"]);
+    let after = lifecycle(&driver, &root, &["--create", "8Mi", "-v"]);
+    for out in [&before, &after] {
+        let report = json(out);
+        assert_eq!(out.status.code(), Some(0), "{report}\n{}", stderr(out));
+        assert_eq!(report["ok"], true);
+        assert_eq!(names(&report), FS_STEPS);
+    }
+    for args in [
+        ["--json", "list", "--root", &root.arg()],
+        ["list", "--root", &root.arg(), "--json"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(json(&out)["volumes"], serde_json::json!([]));
+    }
+    root.assert_no_mounts();
 }
 
 #[test]

@@ -286,7 +286,7 @@ impl Beneath {
         if entry == Entry::Missing {
             return Ok(());
         }
-        if super::volume_data::is_mount_point(path)? {
+        if super::mounts::is_mount_point(path)? {
             return Err(Error::new(
                 ErrorKind::Io,
                 csi_log!("refusing to remove {}: it is a mount point", path.display()),

@@ -1,119 +1,278 @@
-//! What is staged and published under a root, found from the `vol_data.json` files the
-//! kubelet side leaves (a node agent's view after a restart, and `kcsi list`). Never walks into
-//! a mounted volume.
+//! What is staged and published under a root: one walk over the layout [`super::paths`]
+//! composes, behind `kcsi_list_device_mounts`, `kcsi list` and `kcsi reconstruct`. Beyond
+//! upstream (kubernetes/kubernetes#85476: after a restart the kubelet forgets volumes that are
+//! staged but no longer published), so a host can find and unstage what no pod uses.
+//!
+//! ```text
+//! staged, filesystem   <root>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount
+//!                      <root>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/vol_data.json
+//! staged, block        <root>/plugins/kubernetes.io/csi/volumeDevices/staging/<spec>
+//!                      <root>/plugins/kubernetes.io/csi/volumeDevices/<spec>/data/vol_data.json
+//! published            <root>/pods/<uid>/volumes/kubernetes.io~csi/<spec>/mount
+//!                      <root>/pods/<uid>/volumes/kubernetes.io~csi/<spec>/vol_data.json
+//! ```
+//!
+//! A staged volume is listed whether or not its `vol_data.json` is still there (a block one by
+//! either of its two paths); a published one only with its file. Everything is read through
+//! [`Beneath`]: symlinks and entries kcsi did not make are skipped, never followed, and no
+//! mounted directory is entered.
 
-use std::fs;
+use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::disk::beneath::Beneath;
-use crate::disk::paths::{Layout, ESCAPED_PLUGIN_NAME};
-use crate::disk::volume_data::{self, VolumeData, FILE_NAME};
+use serde::Serialize;
+
+use super::beneath::{Beneath, Entry};
+use super::mounts::MountTable;
+use super::paths::{is_sha256_hex, Layout};
+use super::volume_data::{self, keys, VolumeData};
 use crate::error::Result;
 
-const GLOBAL_MOUNT: &str = "globalmount";
-const VOLUME_DEVICES: &str = "volumeDevices";
+/// Driver names nest (`example.com/csi/driver`); deeper than this is not a driver dir.
+const MAX_DRIVER_DEPTH: usize = 8;
 
-/// Where a `vol_data.json` was found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Place {
-    /// `<plugin dir>/<driver>/<sha256(handle)>`: a staged (device-mounted) filesystem volume.
-    Staged { mount_path: PathBuf },
-    /// `<root>/pods/<uid>/volumes/kubernetes.io~csi/<spec>`: a volume published into a pod.
-    Published {
-        pod_uid: String,
-        spec_name: String,
-        mount_path: PathBuf,
-    },
-    /// `<plugin dir>/volumeDevices/<spec>/data`: a block volume.
-    Block { spec_name: String },
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A global mount (MountDevice).
+    Filesystem,
+    /// A block staging path (the block mapper's SetUpDevice).
+    Block,
 }
 
-#[derive(Clone, Debug)]
-pub struct Entry {
-    pub place: Place,
-    /// The directory holding `vol_data.json`.
-    pub dir: PathBuf,
-    /// The file's content, or why it could not be read.
-    pub data: std::result::Result<VolumeData, String>,
-    /// Whether the volume's mount path is mounted (block: `None`).
-    pub mounted: Option<bool>,
+/// A volume's `vol_data.json`: its keys, or why they could not be read.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataFile {
+    /// `<dir>/vol_data.json`, whether or not it exists.
+    pub volume_data_file: PathBuf,
+    /// `None` when the file is missing or unreadable (see `volume_data_error`).
+    pub volume_data: Option<VolumeData>,
+    pub volume_data_error: Option<String>,
 }
 
-fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(read) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(String, PathBuf)> = read
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-        .collect();
-    out.sort();
-    out
-}
+impl DataFile {
+    fn load(fs: &Beneath, dir: &Path) -> DataFile {
+        let (volume_data, volume_data_error) = match volume_data::load(fs, dir) {
+            Ok(d) => (Some(d), None),
+            Err(e) => (None, Some(e.message().to_string())),
+        };
+        DataFile {
+            volume_data_file: dir.join(volume_data::FILE_NAME),
+            volume_data,
+            volume_data_error,
+        }
+    }
 
-fn entry(fs: &Beneath, place: Place, dir: PathBuf, mount_path: Option<&Path>) -> Entry {
-    Entry {
-        data: volume_data::load(fs, &dir).map_err(|e| e.message().to_string()),
-        mounted: mount_path.map(|p| volume_data::is_mount_point(p).unwrap_or(false)),
-        place,
-        dir,
+    /// The directory holding the file.
+    pub fn dir(&self) -> &Path {
+        self.volume_data_file.parent().unwrap_or(Path::new("/"))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.volume_data.as_ref()?.get(key).map(String::as_str)
     }
 }
 
-/// Every volume under the layout's root, staged first, then published, then block.
-pub fn list(layout: &Layout) -> Result<Vec<Entry>> {
-    // Reading goes through the root's no-symlink resolver: a planted link yields an error
-    // entry, never a file from outside the root.
-    let fs = layout.beneath()?;
-    let mut out = Vec::new();
-    staged(&fs, &layout.plugin_dir(), true, &mut out);
-    for (pod_uid, pod_dir) in entries(&layout.pods_dir()) {
-        for (spec_name, dir) in entries(&pod_dir.join("volumes").join(ESCAPED_PLUGIN_NAME)) {
-            if !dir.join(FILE_NAME).exists() {
+/// A staged volume (a device mount), as `kcsi_list_device_mounts` reports it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Staged {
+    pub kind: Kind,
+    /// From the path for filesystem volumes; from `vol_data.json` for block ones.
+    pub driver: Option<String>,
+    pub volume_handle: Option<String>,
+    /// Block only: the volume's spec name.
+    pub spec_name: Option<String>,
+    /// The path NodeStageVolume was given.
+    pub device_mount_path: PathBuf,
+    /// Whether something is mounted at the device mount path.
+    pub mounted: bool,
+    #[serde(flatten)]
+    pub data: DataFile,
+}
+
+/// A filesystem volume published into a pod.
+#[derive(Clone, Debug)]
+pub struct Published {
+    pub pod_uid: String,
+    pub spec_name: String,
+    /// The NodePublish target.
+    pub mount_path: PathBuf,
+    pub mounted: bool,
+    pub data: DataFile,
+}
+
+/// Everything one walk found.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    /// Sorted by device mount path.
+    pub staged: Vec<Staged>,
+    /// Sorted by pod UID, then spec name.
+    pub published: Vec<Published>,
+}
+
+/// Walks the layout's root once.
+pub fn walk(layout: &Layout) -> Result<Inventory> {
+    let w = Walker {
+        fs: layout.beneath()?,
+        mounts: MountTable::read()?,
+        layout,
+    };
+    let mut staged = Vec::new();
+    let plugin_dir = layout.plugin_dir();
+    let block_dir = layout.volume_devices_dir();
+    for name in w.dirs(&plugin_dir) {
+        let dir = plugin_dir.join(&name);
+        if dir != block_dir {
+            w.driver_dir(&plugin_dir, &dir, 1, &mut staged);
+        }
+    }
+    w.block(&mut staged);
+    staged.sort_by(|a, b| a.device_mount_path.cmp(&b.device_mount_path));
+    Ok(Inventory {
+        staged,
+        published: w.published(),
+    })
+}
+
+struct Walker<'a> {
+    fs: Beneath,
+    mounts: MountTable,
+    layout: &'a Layout,
+}
+
+impl Walker<'_> {
+    /// The subdirectories of `dir`, sorted (none when it is missing; symlinks are not
+    /// directories here, and mounted ones are not entered).
+    fn dirs(&self, dir: &Path) -> Vec<OsString> {
+        let mut names = match self.fs.list(dir) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!("{}", csi_log!("skipping {}: {e}", dir.display()));
+                return Vec::new();
+            }
+        };
+        names.retain(|n| {
+            let path = dir.join(n);
+            matches!(self.fs.entry(&path), Ok(Entry::Dir)) && !self.mounts.contains(&path)
+        });
+        names.sort();
+        names
+    }
+
+    fn mounted(&self, path: &Path) -> bool {
+        matches!(
+            self.fs.entry(path),
+            Ok(Entry::Dir | Entry::File | Entry::Other)
+        ) && self.mounts.contains(path)
+    }
+
+    /// `<plugin dir>/<driver...>`: its `<sha256(handle)>` dirs are global mounts' dirs.
+    fn driver_dir(&self, plugin_dir: &Path, dir: &Path, depth: usize, out: &mut Vec<Staged>) {
+        if depth > MAX_DRIVER_DEPTH {
+            return;
+        }
+        for name in self.dirs(dir) {
+            let path = dir.join(&name);
+            if !name.to_str().is_some_and(is_sha256_hex) {
+                self.driver_dir(plugin_dir, &path, depth + 1, out);
                 continue;
             }
-            let mount_path = dir.join("mount");
-            let place = Place::Published {
-                pod_uid: pod_uid.clone(),
-                spec_name,
-                mount_path: mount_path.clone(),
-            };
-            out.push(entry(&fs, place, dir, Some(&mount_path)));
+            let data = DataFile::load(&self.fs, &path);
+            let device_mount_path = self.layout.global_mount_in(&path);
+            out.push(Staged {
+                kind: Kind::Filesystem,
+                driver: dir
+                    .strip_prefix(plugin_dir)
+                    .ok()
+                    .map(|d| d.to_string_lossy().into_owned()),
+                volume_handle: data.get(keys::VOLUME_HANDLE).map(str::to_string),
+                spec_name: None,
+                mounted: self.mounted(&device_mount_path),
+                device_mount_path,
+                data,
+            });
         }
     }
-    for (spec_name, dir) in entries(&layout.plugin_dir().join(VOLUME_DEVICES)) {
-        let data_dir = dir.join("data");
-        if data_dir.join(FILE_NAME).exists() {
-            out.push(entry(&fs, Place::Block { spec_name }, data_dir, None));
-        }
-    }
-    Ok(out)
-}
 
-/// Driver names may nest, so staged volumes are found at any depth below the plugin dir; the
-/// mounts themselves and the block tree are never entered.
-fn staged(fs: &Beneath, dir: &Path, top: bool, out: &mut Vec<Entry>) {
-    if dir.join(FILE_NAME).exists() && dir.join(GLOBAL_MOUNT).exists() {
-        let mount_path = dir.join(GLOBAL_MOUNT);
-        out.push(entry(
-            fs,
-            Place::Staged {
-                mount_path: mount_path.clone(),
-            },
-            dir.to_path_buf(),
-            Some(&mount_path),
-        ));
-        return;
-    }
-    for (name, sub) in entries(dir) {
-        if (top && name == VOLUME_DEVICES)
-            || name == GLOBAL_MOUNT
-            || volume_data::is_mount_point(&sub).unwrap_or(true)
-        {
-            continue;
+    /// Block volumes: every spec with a staging path or a data dir.
+    fn block(&self, out: &mut Vec<Staged>) {
+        let devices = self.layout.volume_devices_dir();
+        let shared = [
+            self.layout.block_staging_dir(),
+            self.layout.block_publish_root(),
+        ];
+        let mut specs: BTreeSet<String> = BTreeSet::new();
+        for name in self.dirs(&devices) {
+            let Some(spec) = name.to_str() else { continue };
+            let is_volume = !shared.contains(&devices.join(spec))
+                && self
+                    .layout
+                    .block_data_dir(spec)
+                    .is_ok_and(|d| matches!(self.fs.entry(&d), Ok(Entry::Dir)));
+            if is_volume {
+                specs.insert(spec.to_string());
+            }
         }
-        staged(fs, &sub, false, out);
+        specs.extend(
+            self.dirs(&shared[0])
+                .into_iter()
+                .filter_map(|n| n.into_string().ok()),
+        );
+        for spec in specs {
+            let (Ok(staging), Ok(data_dir)) = (
+                self.layout.block_staging_path(&spec),
+                self.layout.block_data_dir(&spec),
+            ) else {
+                continue;
+            };
+            let data = DataFile::load(&self.fs, &data_dir);
+            out.push(Staged {
+                kind: Kind::Block,
+                driver: data.get(keys::DRIVER_NAME).map(str::to_string),
+                volume_handle: data.get(keys::VOLUME_HANDLE).map(str::to_string),
+                spec_name: Some(spec),
+                mounted: self.mounted(&staging),
+                device_mount_path: staging,
+                data,
+            });
+        }
+    }
+
+    /// `<root>/pods/<uid>/volumes/kubernetes.io~csi/<spec>` with a `vol_data.json`.
+    fn published(&self) -> Vec<Published> {
+        let mut out = Vec::new();
+        for uid in self.dirs(&self.layout.pods_dir()) {
+            let Some(uid) = uid.to_str() else { continue };
+            let Ok(volumes) = self.layout.pod_volumes_dir(uid) else {
+                continue;
+            };
+            for spec in self.dirs(&volumes) {
+                let Some(spec) = spec.to_str() else { continue };
+                let (Ok(dir), Ok(mount_path)) = (
+                    self.layout.pod_volume_dir(uid, spec),
+                    self.layout.pod_mount_path(uid, spec),
+                ) else {
+                    continue;
+                };
+                if matches!(
+                    self.fs.entry(&dir.join(volume_data::FILE_NAME)),
+                    Ok(Entry::Missing)
+                ) {
+                    continue;
+                }
+                out.push(Published {
+                    pod_uid: uid.to_string(),
+                    spec_name: spec.to_string(),
+                    mounted: self.mounted(&mount_path),
+                    mount_path,
+                    data: DataFile::load(&self.fs, &dir),
+                });
+            }
+        }
+        out
     }
 }
 
@@ -121,43 +280,140 @@ fn staged(fs: &Beneath, dir: &Path, top: bool, out: &mut Vec<Entry>) {
 mod tests {
     use super::*;
 
+    fn data(driver: &str, handle: &str) -> VolumeData {
+        [
+            (keys::DRIVER_NAME.to_string(), driver.to_string()),
+            (keys::VOLUME_HANDLE.to_string(), handle.to_string()),
+        ]
+        .into_iter()
+        .collect()
+    }
+
     #[test]
-    fn inventory_finds_staged_published_and_block_volumes() {
-        let root = std::env::temp_dir().join(format!("kcsi-inventory-{}", std::process::id()));
-        let layout = Layout::new(&root);
+    fn walk_finds_staged_volumes_of_nested_drivers_block_ones_and_published_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::new(root.path());
         let fs = layout.beneath().unwrap();
-        let data = VolumeData::from([("driverName".to_string(), "d".to_string())]);
-        let staged = layout.device_mount_path("a/b", "h").unwrap();
-        let published = layout.pod_mount_path("uid-1", "pv1").unwrap();
-        let block = layout.block_data_dir("pv2").unwrap();
-        for dir in [&staged, &published, &block] {
-            volume_data::make_dirs(&fs, dir).unwrap();
-        }
-        volume_data::save(&fs, staged.parent().unwrap(), &data).unwrap();
-        volume_data::save(&fs, published.parent().unwrap(), &data).unwrap();
-        volume_data::save(&fs, &block, &data).unwrap();
-        let found = list(&layout).unwrap();
-        let places: Vec<&Place> = found.iter().map(|e| &e.place).collect();
+        let dmp = layout
+            .device_mount_path("example.com/nested", "vol-1")
+            .unwrap();
+        volume_data::make_dirs(&fs, &dmp).unwrap();
+        volume_data::save(
+            &fs,
+            dmp.parent().unwrap(),
+            &data("example.com/nested", "vol-1"),
+        )
+        .unwrap();
+        // A global mount whose file is gone: listed with the driver from the path.
+        let orphan = layout.device_mount_path("d2", "vol-2").unwrap();
+        volume_data::make_dirs(&fs, &orphan).unwrap();
+        // A block volume by its staging path, another by its data dir only (no STAGE_UNSTAGE).
+        let block = layout.block_paths("spec-b", "").unwrap();
+        volume_data::make_dirs(&fs, &block.staging_path).unwrap();
+        volume_data::make_dirs(&fs, &block.data_dir).unwrap();
+        volume_data::save(&fs, &block.data_dir, &data("blk", "vol-3")).unwrap();
+        let unstaged = layout.block_data_dir("spec-c").unwrap();
+        volume_data::make_dirs(&fs, &unstaged).unwrap();
+        volume_data::save(&fs, &unstaged, &data("blk", "vol-4")).unwrap();
+        let pod_mount = layout.pod_mount_path("uid-1", "pv1").unwrap();
+        volume_data::make_dirs(&fs, &pod_mount).unwrap();
+        volume_data::save(&fs, pod_mount.parent().unwrap(), &data("d2", "vol-2")).unwrap();
+        // A pod volume dir without its file is not published; symlinks are not followed.
+        volume_data::make_dirs(&fs, &layout.pod_mount_path("uid-1", "pv0").unwrap()).unwrap();
+        std::os::unix::fs::symlink("/", layout.plugin_dir().join("evil")).unwrap();
+
+        let found = walk(&layout).unwrap();
+        let summary: Vec<_> = found
+            .staged
+            .iter()
+            .map(|m| {
+                (
+                    m.kind,
+                    m.driver.as_deref(),
+                    m.volume_handle.as_deref(),
+                    m.spec_name.as_deref(),
+                    m.mounted,
+                )
+            })
+            .collect();
         assert_eq!(
-            places,
+            summary,
             vec![
-                &Place::Staged {
-                    mount_path: staged.clone()
-                },
-                &Place::Published {
-                    pod_uid: "uid-1".into(),
-                    spec_name: "pv1".into(),
-                    mount_path: published.clone()
-                },
-                &Place::Block {
-                    spec_name: "pv2".into()
-                },
+                (Kind::Filesystem, Some("d2"), None, None, false),
+                (
+                    Kind::Filesystem,
+                    Some("example.com/nested"),
+                    Some("vol-1"),
+                    None,
+                    false
+                ),
+                (
+                    Kind::Block,
+                    Some("blk"),
+                    Some("vol-3"),
+                    Some("spec-b"),
+                    false
+                ),
+                (
+                    Kind::Block,
+                    Some("blk"),
+                    Some("vol-4"),
+                    Some("spec-c"),
+                    false
+                ),
             ]
         );
-        assert!(found
+        assert_eq!(found.staged[1].device_mount_path, dmp);
+        assert_eq!(found.staged[2].device_mount_path, block.staging_path);
+        assert!(found.staged[0]
+            .data
+            .volume_data_error
+            .as_deref()
+            .unwrap()
+            .contains("No such file"));
+        let published: Vec<_> = found
+            .published
             .iter()
-            .all(|e| e.data.as_ref().unwrap()["driverName"] == "d"));
-        assert_eq!(found[0].mounted, Some(false));
-        fs::remove_dir_all(&root).unwrap();
+            .map(|p| (p.pod_uid.as_str(), p.spec_name.as_str(), &p.mount_path))
+            .collect();
+        assert_eq!(published, vec![("uid-1", "pv1", &pod_mount)]);
+        assert_eq!(
+            found.published[0].data.get(keys::VOLUME_HANDLE),
+            Some("vol-2")
+        );
+    }
+
+    #[test]
+    fn staged_volumes_serialize_as_kcsi_list_device_mounts_reports_them() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::new(root.path());
+        let fs = layout.beneath().unwrap();
+        let dmp = layout.device_mount_path("d", "h").unwrap();
+        volume_data::make_dirs(&fs, &dmp).unwrap();
+        let [staged] = walk(&layout).unwrap().staged.try_into().unwrap();
+        let json = serde_json::to_value(&staged).unwrap();
+        let mut keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "deviceMountPath",
+                "driver",
+                "kind",
+                "mounted",
+                "specName",
+                "volumeData",
+                "volumeDataError",
+                "volumeDataFile",
+                "volumeHandle"
+            ]
+        );
+        assert_eq!(json["kind"], "filesystem");
+        assert_eq!(staged.data.dir(), dmp.parent().unwrap());
     }
 }

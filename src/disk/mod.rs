@@ -3,8 +3,8 @@
 //! Files below the root are only ever touched through [`beneath`], which follows no symlink.
 
 pub mod beneath;
-pub mod device_mounts;
 pub mod inventory;
+pub mod mounts;
 pub mod paths;
 pub mod volume_data;
 pub mod volume_lock;

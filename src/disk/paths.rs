@@ -12,6 +12,9 @@ use crate::goquote::quote;
 pub const PLUGIN_NAME: &str = "kubernetes.io/csi";
 pub const ESCAPED_PLUGIN_NAME: &str = "kubernetes.io~csi";
 
+/// The last component of a filesystem volume's device mount path.
+const GLOBAL_MOUNT: &str = "globalmount";
+
 /// Lowercase hex SHA-256 of the concatenated parts.
 pub fn sha256_hex(parts: &[&str]) -> String {
     let mut h = Sha256::new();
@@ -19,6 +22,11 @@ pub fn sha256_hex(parts: &[&str]) -> String {
         h.update(p.as_bytes());
     }
     hex::encode(h.finalize())
+}
+
+/// Whether `name` is a [`sha256_hex`] digest, as the dir of a global mount is named.
+pub fn is_sha256_hex(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// VolumeAttachment name: `csi-` + sha256(handle + driver + node).
@@ -146,17 +154,21 @@ impl Layout {
         self.root.join("plugins_registry")
     }
 
-    /// `<root>/pods/<uid>/volumes/kubernetes.io~csi/<escaped spec>`.
-    pub fn pod_volume_dir(&self, pod_uid: &str, spec_name: &str) -> Result<PathBuf> {
+    /// `<root>/pods/<uid>/volumes/kubernetes.io~csi`, the pod's CSI volume dirs.
+    pub fn pod_volumes_dir(&self, pod_uid: &str) -> Result<PathBuf> {
         check_name("pod UID", pod_uid)?;
-        let escaped = escape_qualified_name(spec_name);
-        check_name("volume spec name", &escaped)?;
         Ok(self
             .pods_dir()
             .join(pod_uid)
             .join("volumes")
-            .join(ESCAPED_PLUGIN_NAME)
-            .join(escaped))
+            .join(ESCAPED_PLUGIN_NAME))
+    }
+
+    /// `<root>/pods/<uid>/volumes/kubernetes.io~csi/<escaped spec>`.
+    pub fn pod_volume_dir(&self, pod_uid: &str, spec_name: &str) -> Result<PathBuf> {
+        let escaped = escape_qualified_name(spec_name);
+        check_name("volume spec name", &escaped)?;
+        Ok(self.pod_volumes_dir(pod_uid)?.join(escaped))
     }
 
     /// The pod's mount (NodePublish target) path: `<pod volume dir>/mount`.
@@ -176,11 +188,27 @@ impl Layout {
             .plugin_dir()
             .join(driver)
             .join(sha256_hex(&[volume_handle]))
-            .join("globalmount"))
+            .join(GLOBAL_MOUNT))
     }
 
-    fn volume_devices_dir(&self) -> PathBuf {
+    /// The device mount path below a global mount's `<sha256(handle)>` dir.
+    pub fn global_mount_in(&self, volume_dir: &Path) -> PathBuf {
+        volume_dir.join(GLOBAL_MOUNT)
+    }
+
+    /// `<plugin dir>/volumeDevices`, where block volumes live.
+    pub fn volume_devices_dir(&self) -> PathBuf {
         self.plugin_dir().join("volumeDevices")
+    }
+
+    /// `.../volumeDevices/staging`, the block staging paths.
+    pub fn block_staging_dir(&self) -> PathBuf {
+        self.volume_devices_dir().join("staging")
+    }
+
+    /// `.../volumeDevices/publish`, the block publish dirs.
+    pub fn block_publish_root(&self) -> PathBuf {
+        self.volume_devices_dir().join("publish")
     }
 
     /// Block: `<plugin dir>/volumeDevices/<escaped spec>`.
@@ -204,13 +232,13 @@ impl Layout {
     /// kcsi refuses names with `/` here rather than nest directories).
     pub fn block_staging_path(&self, spec_name: &str) -> Result<PathBuf> {
         check_name("volume spec name", spec_name)?;
-        Ok(self.volume_devices_dir().join("staging").join(spec_name))
+        Ok(self.block_staging_dir().join(spec_name))
     }
 
     /// Block publish dir: `.../volumeDevices/publish/<spec>`.
     pub fn block_publish_dir(&self, spec_name: &str) -> Result<PathBuf> {
         check_name("volume spec name", spec_name)?;
-        Ok(self.volume_devices_dir().join("publish").join(spec_name))
+        Ok(self.block_publish_root().join(spec_name))
     }
 
     /// Block publish path: `.../volumeDevices/publish/<spec>/<podUID>`.

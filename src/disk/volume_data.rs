@@ -9,11 +9,10 @@
 //! HTML escaping, trailing newline, 0666 less the umask.
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::ErrorKind as IoKind;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::beneath::{Beneath, Entry};
+use super::mounts::is_mount_point;
 use crate::error::{Error, ErrorKind, Result};
 
 pub const FILE_NAME: &str = "vol_data.json";
@@ -163,48 +162,6 @@ pub fn get<'a>(data: &'a VolumeData, key: &str, dir: &Path) -> Result<&'a str> {
         })
 }
 
-/// Mount points from `/proc/self/mountinfo` (octal escapes decoded).
-fn mount_points() -> Result<Vec<PathBuf>> {
-    let text = fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| Error::io("cannot read /proc/self/mountinfo", &e))?;
-    Ok(text
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| PathBuf::from(unescape_octal(p)))
-        .collect())
-}
-
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Whether `path` itself is a mount point. Reads the mount table rather than comparing device
-/// numbers, so same-filesystem bind mounts (what most drivers publish) are seen too.
-pub fn is_mount_point(path: &Path) -> Result<bool> {
-    let canonical = match fs::canonicalize(path) {
-        Ok(p) => p,
-        Err(e) if e.kind() == IoKind::NotFound => return Ok(false),
-        // A broken mount (e.g. dead FUSE/NFS) cannot be resolved but is still mounted.
-        Err(_) => path.to_path_buf(),
-    };
-    Ok(mount_points()?.iter().any(|m| *m == canonical || m == path))
-}
-
 /// Upstream `removeMountDir`: unless `mount_path` is still mounted, removes it (only if empty),
 /// then kcsi's temp files and `<parent>/vol_data.json`, then the parent. A mounted path is left
 /// alone (not an error): removing it would lose the data needed to unmount it later. Each step
@@ -239,6 +196,9 @@ pub fn make_dirs(fs: &Beneath, dir: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]
@@ -408,10 +368,5 @@ mod tests {
             .check_no_symlink(&dir.join("new/x"), "NodePublish")
             .is_ok());
         assert_eq!(names(outside.path()), vec![FILE_NAME.to_string()]);
-    }
-
-    #[test]
-    fn unescape_octal_decodes_spaces() {
-        assert_eq!(unescape_octal("/a\\040b"), "/a b");
     }
 }

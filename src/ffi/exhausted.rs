@@ -3,14 +3,14 @@
 
 use std::ffi::c_char;
 
-use super::boundary::{guard, json_arg, out_arg, write_value};
+use super::boundary::guard;
 use super::error::kcsi_error;
-use super::handle::handle_arg;
-use super::host::kcsi_host;
+use super::host::{kcsi_host, node_arg};
 use super::kcsi_result;
+use super::queries::bool_query;
+use crate::node::node_updater;
 use crate::runtime;
 use crate::spec::VolumeSpec;
-use crate::volume::node_updater;
 
 /// Whether a PersistentVolume's attach failed because the node has no capacity left for its
 /// driver: its VolumeAttachment's `attachError.errorCode` is gRPC ResourceExhausted (8). If so,
@@ -25,12 +25,12 @@ pub extern "C" fn kcsi_verify_exhausted_resource(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        let host = handle_arg(h)?;
-        let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
-        out_arg(out, "out")?;
-        let exhausted = runtime::block_on(node_updater::verify_exhausted_resource(&host, &spec))?;
-        write_value(out, exhausted);
-        Ok(())
-    })
+    guard!(err_out, || bool_query(
+        node_arg(h),
+        spec_json,
+        out,
+        |node, spec: &VolumeSpec| {
+            runtime::block_on(node_updater::verify_exhausted_resource(node, spec))
+        }
+    ))
 }

@@ -5,15 +5,42 @@ use std::sync::Arc;
 
 use super::boundary::{free_box, guard, guard_value, out_arg, str_arg, write_string, write_value};
 use super::error::kcsi_error;
-use super::handle::{handle_arg, impl_handle};
+use super::handle::{handle_arg, Handle};
 use super::kcsi_result;
 use crate::config::HostConfig;
+use crate::error::{Error, ErrorKind, Result};
 use crate::host::Host;
+use crate::node::NodeAgent;
 use crate::{logging, runtime};
 
-/// One node agent's instance of kcsi: its drivers and state. Free with `kcsi_host_free`.
-pub struct kcsi_host(Arc<Host>);
-impl_handle!(kcsi_host, "host", Host);
+/// One instance of kcsi: its drivers and state, and on a node its node agent (plugin watcher,
+/// allocatable updater). Free with `kcsi_host_free`.
+pub struct kcsi_host {
+    host: Arc<Host>,
+    node: Option<Arc<NodeAgent>>,
+}
+
+impl Handle for kcsi_host {
+    const NAME: &'static str = "host";
+    type Inner = Host;
+    fn wrap(host: Arc<Host>) -> Self {
+        kcsi_host { host, node: None }
+    }
+    fn inner(&self) -> &Arc<Host> {
+        &self.host
+    }
+}
+
+/// The node agent behind a host argument, as the call's own reference.
+pub(crate) fn node_arg(h: *const kcsi_host) -> Result<Arc<NodeAgent>> {
+    handle_arg(h)?;
+    unsafe { &*h }.node.clone().ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotSupported,
+            "this kcsi_host has no node agent (it was not made by kcsi_host_new)",
+        )
+    })
+}
 
 /// Creates a host from `config_json` (see the C API contract: `nodeName` and `rootDir` are
 /// required; unknown keys are rejected). With `"pluginWatcher": true` the host watches
@@ -32,9 +59,13 @@ pub extern "C" fn kcsi_host_new(
         out_arg(host_out, "host_out")?;
         logging::init();
         let _rt = runtime::handle()?.enter();
-        // Started already shared: the plugin watcher holds the host weakly.
-        let host = Host::start(config)?;
-        write_value(host_out, Box::into_raw(Box::new(kcsi_host(host))));
+        // Started already shared: the plugin watcher holds the agent weakly.
+        let node = NodeAgent::start(config)?;
+        let handle = kcsi_host {
+            host: node.host.clone(),
+            node: Some(node),
+        };
+        write_value(host_out, Box::into_raw(Box::new(handle)));
         Ok(())
     })
 }
@@ -54,7 +85,11 @@ pub extern "C" fn kcsi_host_status(
     guard!(err_out, || {
         let host = handle_arg(h)?;
         out_arg(status_json_out, "status_json_out")?;
-        write_string(status_json_out, &host.status().to_string());
+        let status = match node_arg(h) {
+            Ok(node) => node.status(),
+            Err(_) => host.status(),
+        };
+        write_string(status_json_out, &status.to_string());
         Ok(())
     })
 }
@@ -67,8 +102,8 @@ pub extern "C" fn kcsi_host_status(
 #[no_mangle]
 pub extern "C" fn kcsi_host_free(h: *mut kcsi_host) {
     guard_value((), || {
-        if let Some(host) = unsafe { h.as_ref() } {
-            host.0.stop();
+        if let Some(node) = unsafe { h.as_ref() }.and_then(|h| h.node.as_ref()) {
+            node.stop();
         }
         free_box(h)
     })

@@ -2,12 +2,17 @@
 //! `{"volume": <Volume>}` or the plain `{"csi": {..}}` form (see `kcsi_mounter_new`).
 
 use std::ffi::c_char;
+use std::sync::Arc;
+
+use serde::Deserialize;
 
 use super::boundary::{guard, json_arg, out_arg, write_string, write_value};
 use super::error::kcsi_error;
 use super::handle::handle_arg;
 use super::host::kcsi_host;
 use super::kcsi_result;
+use crate::error::Result;
+use crate::host::Host;
 use crate::spec::SpecHead;
 use crate::volume::plugin;
 
@@ -29,6 +34,21 @@ pub extern "C" fn kcsi_get_volume_name(
     })
 }
 
+/// The one body of the boolean queries: the handle's target (the host, or its node agent), the
+/// spec as `S`, and `*out` set to the query's answer (written only on success).
+pub(crate) fn bool_query<'a, T, S: Deserialize<'a>>(
+    target: Result<T>,
+    spec_json: *const c_char,
+    out: *mut bool,
+    query: impl FnOnce(&T, &S) -> Result<bool>,
+) -> Result<()> {
+    let target = target?;
+    let spec: S = json_arg(spec_json, "spec_json")?;
+    out_arg(out, "out")?;
+    write_value(out, query(&target, &spec)?);
+    Ok(())
+}
+
 /// Whether the spec has a CSI source (PV or inline).
 #[no_mangle]
 pub extern "C" fn kcsi_can_support(
@@ -37,13 +57,12 @@ pub extern "C" fn kcsi_can_support(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        handle_arg(h)?;
-        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
-        out_arg(out, "out")?;
-        write_value(out, plugin::can_support(&spec));
-        Ok(())
-    })
+    guard!(err_out, || bool_query(
+        handle_arg(h),
+        spec_json,
+        out,
+        |_, spec| { Ok(plugin::can_support(spec)) }
+    ))
 }
 
 /// Whether the volume needs attaching: false for inline volumes and for drivers whose
@@ -55,13 +74,12 @@ pub extern "C" fn kcsi_can_attach(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        let host = handle_arg(h)?;
-        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
-        out_arg(out, "out")?;
-        write_value(out, plugin::can_attach(&host, &spec)?);
-        Ok(())
-    })
+    guard!(err_out, || bool_query(
+        handle_arg(h),
+        spec_json,
+        out,
+        |host: &Arc<Host>, spec| { plugin::can_attach(host, spec) }
+    ))
 }
 
 /// Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
@@ -73,13 +91,12 @@ pub extern "C" fn kcsi_can_device_mount(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        handle_arg(h)?;
-        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
-        out_arg(out, "out")?;
-        write_value(out, plugin::can_device_mount(&spec)?);
-        Ok(())
-    })
+    guard!(err_out, || bool_query(
+        handle_arg(h),
+        spec_json,
+        out,
+        |_, spec| { plugin::can_device_mount(spec) }
+    ))
 }
 
 /// Whether the volume must be re-published periodically (the CSIDriver's
@@ -91,13 +108,12 @@ pub extern "C" fn kcsi_requires_remount(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        let host = handle_arg(h)?;
-        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
-        out_arg(out, "out")?;
-        write_value(out, plugin::requires_remount(&host, &spec));
-        Ok(())
-    })
+    guard!(err_out, || bool_query(
+        handle_arg(h),
+        spec_json,
+        out,
+        |host: &Arc<Host>, spec| { Ok(plugin::requires_remount(host, spec)) }
+    ))
 }
 
 /// Whether the volume may be mounted with `-o context=<label>` (the kubelet's
@@ -111,11 +127,10 @@ pub extern "C" fn kcsi_supports_selinux_context_mount(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        let host = handle_arg(h)?;
-        let spec: SpecHead = json_arg(spec_json, "spec_json")?;
-        out_arg(out, "out")?;
-        write_value(out, plugin::supports_selinux_context_mount(&host, &spec)?);
-        Ok(())
-    })
+    guard!(err_out, || bool_query(
+        handle_arg(h),
+        spec_json,
+        out,
+        |host: &Arc<Host>, spec| { plugin::supports_selinux_context_mount(host, spec) }
+    ))
 }

@@ -6,10 +6,25 @@ use std::time::Duration;
 use super::boundary::{guard, out_arg, str_arg, str_array, write_string};
 use super::error::kcsi_error;
 use super::handle::handle_arg;
-use super::host::kcsi_host;
+use super::host::{kcsi_host, node_arg};
 use super::kcsi_result;
-use crate::csi::registration;
+use crate::error::Result;
+use crate::node::registration;
 use crate::runtime;
+
+/// The arguments `kcsi_validate_plugin` and `kcsi_register_plugin` share.
+fn plugin_args<'a>(
+    name: *const c_char,
+    endpoint: *const c_char,
+    versions: *const *const c_char,
+    versions_len: usize,
+) -> Result<(&'a str, &'a str, Vec<String>)> {
+    Ok((
+        str_arg(name, "name")?,
+        str_arg(endpoint, "endpoint")?,
+        str_array(versions, versions_len, "versions")?,
+    ))
+}
 
 /// Checks a driver's name, endpoint and supported versions as the kubelet's `ValidatePlugin`
 /// does, without registering anything. `versions` is an array of `versions_len` strings.
@@ -24,9 +39,7 @@ pub extern "C" fn kcsi_validate_plugin(
 ) -> kcsi_result {
     guard!(err_out, || {
         let host = handle_arg(h)?;
-        let name = str_arg(name, "name")?;
-        let endpoint = str_arg(endpoint, "endpoint")?;
-        let versions = str_array(versions, versions_len, "versions")?;
+        let (name, endpoint, versions) = plugin_args(name, endpoint, versions, versions_len)?;
         registration::validate(&host, name, endpoint, &versions)
     })
 }
@@ -46,13 +59,11 @@ pub extern "C" fn kcsi_register_plugin(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
     guard!(err_out, || {
-        let host = handle_arg(h)?;
-        let name = str_arg(name, "name")?;
-        let endpoint = str_arg(endpoint, "endpoint")?;
-        let versions = str_array(versions, versions_len, "versions")?;
+        let node = node_arg(h)?;
+        let (name, endpoint, versions) = plugin_args(name, endpoint, versions, versions_len)?;
         let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64));
         runtime::block_on(registration::register(
-            &host, name, endpoint, &versions, timeout,
+            &node, name, endpoint, &versions, timeout,
         ))?
         .map(drop)
     })
@@ -68,9 +79,9 @@ pub extern "C" fn kcsi_deregister_plugin(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
     guard!(err_out, || {
-        let host = handle_arg(h)?;
+        let node = node_arg(h)?;
         let name = str_arg(name, "name")?;
-        runtime::block_on(registration::deregister(&host, name))?
+        runtime::block_on(registration::deregister(&node, name))?
     })
 }
 

@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::csi::proto::csi;
-use crate::disk::beneath::Beneath;
+use crate::disk::beneath::{Beneath, Entry};
+use crate::disk::inventory::{self, Kind};
 use crate::disk::paths::attachment_name;
 use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorKind, Result};
 use crate::goquote::quote;
 use crate::host::Host;
 use crate::spec::VolumeSpec;
+use crate::volume::block::BlockUnmapper;
 use crate::volume::capability::volume_capability;
 use crate::volume::operation::Operation;
 
@@ -224,28 +225,11 @@ pub async fn mount_device(
         None
     };
     let fs_type = src.fs_type.clone().unwrap_or_default();
-    let req = csi::NodeStageVolumeRequest {
-        volume_id: src.volume_handle.clone(),
-        publish_context,
-        staging_target_path: dmp.display().to_string(),
-        volume_capability: Some(volume_capability(
-            access_mode,
-            &caps,
-            &fs_type,
-            mount_flags,
-            fs_group,
-        )),
-        secrets,
-        volume_context: src
-            .volume_attributes
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
-    };
+    let capability = volume_capability(access_mode, &caps, &fs_type, mount_flags, fs_group);
     // The driver resolves the path itself: a symlink swapped in since must not lead it out.
     fs.check_no_symlink(&dmp, &csi_log!("attacher.MountDevice"))?;
-    if let Err(e) = op.client().node_stage(req, op.deadline).await {
+    let stage = op.node_stage(src, &dmp, publish_context, capability, secrets);
+    if let Err(e) = stage.await {
         if !e.is_uncertain() {
             cleanup_global_mount(&fs, &dmp);
         }
@@ -367,7 +351,9 @@ fn remove_global_mount(fs: &Beneath, dmp: &Path) -> Result<()> {
 /// UnmountDevice of the volume `volume_handle` of `driver` when its `vol_data.json` may be
 /// gone (beyond upstream, kubernetes/kubernetes#85476): the device mount path is derived from
 /// the two, and NodeUnstageVolume is called even without the file. A file that is there must
-/// name the same driver and handle.
+/// name the same driver and handle. Without a global mount dir for the pair, a staged block
+/// volume whose `vol_data.json` records them is torn down instead (`TearDownDevice`); one
+/// whose file is gone cannot be found by its handle.
 pub async fn unmount_device_by_handle(
     host: &Host,
     driver: &str,
@@ -375,6 +361,17 @@ pub async fn unmount_device_by_handle(
 ) -> Result<()> {
     let dmp = host.layout.device_mount_path(driver, volume_handle)?;
     let data_dir = dmp.parent().unwrap_or(&dmp);
+    if host.layout.beneath()?.entry(data_dir)? == Entry::Missing {
+        let block = inventory::walk(&host.layout)?.staged.into_iter().find(|s| {
+            s.kind == Kind::Block
+                && s.driver.as_deref() == Some(driver)
+                && s.volume_handle.as_deref() == Some(volume_handle)
+        });
+        if let Some(spec_name) = block.and_then(|s| s.spec_name) {
+            let unmapper = BlockUnmapper::new(host, &spec_name, "")?;
+            return unmapper.tear_down_device(host, "", "").await;
+        }
+    }
     let _volume = host.volume_locks.lock(data_dir).await;
     let fs = host.layout.beneath()?;
     match volume_data::load(&fs, data_dir) {

@@ -207,28 +207,12 @@ impl BlockMapper {
         let fs = host.layout.beneath()?;
         volume_data::make_dirs(&fs, staging)
             .map_err(|e| e.context(csi_log!("blockMapper.stageVolumeForBlock")))?;
-        let req = csi::NodeStageVolumeRequest {
-            volume_id: self.volume_handle.clone(),
-            publish_context,
-            staging_target_path: staging.display().to_string(),
-            volume_capability: Some(volume_capability(
-                self.access_mode(),
-                &caps,
-                FS_TYPE_BLOCK,
-                Vec::new(),
-                None,
-            )),
-            secrets,
-            volume_context: src
-                .volume_attributes
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .collect(),
-        };
+        let capability =
+            volume_capability(self.access_mode(), &caps, FS_TYPE_BLOCK, Vec::new(), None);
         // The driver resolves the path itself: a symlink swapped in since must not lead it out.
         fs.check_no_symlink(staging, &csi_log!("blockMapper.stageVolumeForBlock"))?;
-        if let Err(e) = op.client().node_stage(req, op.deadline).await {
+        let stage = op.node_stage(src, staging, publish_context, capability, secrets);
+        if let Err(e) = stage.await {
             if !e.is_uncertain() {
                 if let Err(clean) = cleanup_orphan_device_files(&fs, &self.paths) {
                     tracing::error!("{}", csi_log!("blockMapper.SetUpDevice failed to clean up after a final error: {clean}"));

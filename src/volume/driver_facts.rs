@@ -4,6 +4,7 @@
 use k8s_openapi::api::storage::v1::{CSIDriver, TokenRequest};
 
 use crate::error::{Error, Result};
+use crate::host::Host;
 use crate::spec::LifecycleMode;
 
 /// The API server's default token lifetime for `tokenRequests`.
@@ -116,5 +117,23 @@ impl DriverFacts {
             self.name,
             quoted.join(" ")
         )))
+    }
+}
+
+// Here rather than in host.rs: the host is the layer below the volume operations and names
+// none of their types.
+impl Host {
+    /// The CSIDriver facts for `driver`: from the watched CSIDriver objects, or on standalone
+    /// hosts from their config.
+    pub fn driver_facts(&self, driver: &str) -> Result<DriverFacts> {
+        if let Some(kube) = &self.kube {
+            return DriverFacts::new(driver, kube.csidrivers.get(driver)?.as_deref());
+        }
+        let object = self
+            .config
+            .csi_drivers
+            .iter()
+            .find(|d| d.metadata.name.as_deref() == Some(driver));
+        DriverFacts::new(driver, object)
     }
 }

@@ -10,7 +10,6 @@ pub mod expander;
 pub mod fs_group;
 pub mod metrics;
 pub mod mounter;
-pub mod node_updater;
 pub mod operation;
 pub mod plugin;
 pub mod quantity;

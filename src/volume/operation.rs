@@ -3,15 +3,17 @@
 //! failure classified as upstream does.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, SecretReference};
+use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, Pod, SecretReference};
 use tokio::time::Instant;
 
 use crate::config::MAX_TIMEOUT;
 use crate::csi::csi_client::{CsiClient, NodeCapabilities};
 use crate::csi::driver_store::Driver;
+use crate::csi::proto::csi;
 use crate::disk::paths::attachment_name;
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -139,6 +141,32 @@ impl<'h> Operation<'h> {
                 .transient()
         })?;
         Ok(data.into_iter().collect())
+    }
+
+    /// NodeStageVolume of `src` at `staging`, for MountDevice and block SetUpDevice alike. The
+    /// caller has checked `staging` and cleans up after a final error.
+    pub async fn node_stage(
+        &self,
+        src: &CSIPersistentVolumeSource,
+        staging: &Path,
+        publish_context: HashMap<String, String>,
+        capability: csi::VolumeCapability,
+        secrets: HashMap<String, String>,
+    ) -> Result<()> {
+        let req = csi::NodeStageVolumeRequest {
+            volume_id: src.volume_handle.clone(),
+            publish_context,
+            staging_target_path: staging.display().to_string(),
+            volume_capability: Some(capability),
+            secrets,
+            volume_context: src
+                .volume_attributes
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        };
+        self.client().node_stage(req, self.deadline).await
     }
 }
 

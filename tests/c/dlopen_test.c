@@ -1,6 +1,7 @@
 /*
  * Resolves every contract function (tests/c/contract_symbols.txt) in libkcsi at run time, as a
- * host that dlopen()s the library does, and lists exactly the ones missing.
+ * host that dlopen()s the library does, and lists exactly the ones missing. It casts with the
+ * function-pointer types of kcsi_dlopen.h and links nothing of libkcsi.
  *
  * usage: dlopen_test <libkcsi.so path> <contract_symbols.txt>
  */
@@ -8,6 +9,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "kcsi_dlopen.h"
 
 int main(int argc, char **argv) {
     if (argc != 3) {
@@ -41,7 +44,7 @@ int main(int argc, char **argv) {
     }
     fclose(f);
     /* The one static string every build has: prove a resolved symbol is callable. */
-    const char *(*version)(void) = NULL;
+    kcsi_version_fn version = NULL;
     *(void **)&version = dlsym(lib, "kcsi_version");
     if (version) {
         printf("dlopen_test: libkcsi %s: %d of %d contract functions resolved\n", version(), total - missing,

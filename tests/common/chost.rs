@@ -114,12 +114,30 @@ impl CHost {
 
     /// Block: unmapper, UnmapPodDevice and TearDownDevice.
     pub fn unmap_block(&self, spec_name: &str, pod_uid: &str) -> Result<(), CErr> {
+        self.with_unmapper(spec_name, pod_uid, |u| {
+            call(|e| kcsi_block_unmapper_unmap_pod_device(u, e)).and_then(|()| {
+                call(|e| kcsi_block_unmapper_tear_down_device(u, ptr::null(), ptr::null(), e))
+            })
+        })
+    }
+
+    /// Block: unmapper and UnmapPodDevice only (the pod went; the volume stays staged).
+    pub fn unmap_pod_block(&self, spec_name: &str, pod_uid: &str) -> Result<(), CErr> {
+        self.with_unmapper(spec_name, pod_uid, |u| {
+            call(|e| kcsi_block_unmapper_unmap_pod_device(u, e))
+        })
+    }
+
+    fn with_unmapper(
+        &self,
+        spec_name: &str,
+        pod_uid: &str,
+        f: impl FnOnce(*mut kcsi_block_unmapper) -> Result<(), CErr>,
+    ) -> Result<(), CErr> {
         let (spec, uid) = (c(spec_name), c(pod_uid));
         let mut u = ptr::null_mut();
         call(|e| kcsi_block_unmapper_new(self.host, spec.as_ptr(), uid.as_ptr(), &mut u, e))?;
-        let result = call(|e| kcsi_block_unmapper_unmap_pod_device(u, e)).and_then(|()| {
-            call(|e| kcsi_block_unmapper_tear_down_device(u, ptr::null(), ptr::null(), e))
-        });
+        let result = f(u);
         kcsi_block_unmapper_free(u);
         result
     }

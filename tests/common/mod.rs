@@ -69,22 +69,14 @@ pub fn host_config(root: &Path, node: &str) -> String {
     serde_json::json!({"nodeName": node, "rootDir": root}).to_string()
 }
 
-/// Mount points at or below `dir`.
-pub fn mounts_below(dir: &Path) -> Vec<String> {
-    let prefix = dir.display().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|t| t == &prefix || t.starts_with(&format!("{prefix}/")))
-        .collect()
+/// Mount points at or below `dir`, deepest first.
+pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    kcsi::disk::mounts::mounts_below(dir).expect("read the mount table")
 }
 
 /// Unmounts everything mounted at or below `dir`, deepest first, so no test leaves a mount.
 pub fn unmount_below(dir: &Path) {
-    let mut targets = mounts_below(dir);
-    targets.sort_by_key(|t| std::cmp::Reverse(t.len()));
-    for t in targets {
+    for t in mounts_below(dir) {
         let _ = Command::new("umount").arg("-l").arg(&t).status();
     }
 }

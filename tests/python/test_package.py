@@ -86,12 +86,29 @@ def test_embedded_nul_is_refused_before_reaching_c(host):
         host.validate_plugin("a\0b.example.com", "/tmp/x.sock", ["1.0.0"])
 
 
-def test_methods_show_their_c_parameters():
+def test_methods_show_python_parameters_with_hints_and_defaults():
     import inspect
-    assert list(inspect.signature(kcsi.Host.mounter_new).parameters) == ["self", "spec_json", "pod_json"]
+    import typing
+    new = inspect.signature(kcsi.Host.mounter_new)
+    assert list(new.parameters) == ["self", "spec", "pod"]
+    assert new.return_annotation == "Mounter"
     set_up = inspect.signature(kcsi.Mounter.set_up).parameters
-    assert set_up["args_json"].default is None  # the header marks it Nullable
+    assert set_up["args"].default is None  # the header marks it Nullable
+    assert set_up["args"].annotation == typing.Optional[kcsi._types.Json]
+    register = inspect.signature(kcsi.Host.register_plugin).parameters
+    assert register["timeout_ms"].default == 0 and register["timeout_ms"].annotation is int
+    assert inspect.signature(kcsi.Host.can_attach).return_annotation is bool
     assert "NodePublishVolume" in kcsi.Mounter.set_up.__doc__
+
+
+def test_json_parameters_keep_their_c_names_as_keyword_aliases(host):
+    spec = {"volume": {"name": "v", "csi": {"driver": "alias.example.com"}}}
+    assert host.can_support(spec) is True
+    assert host.can_support(spec=spec) is True
+    assert host.can_support(spec_json=spec) is True
+    assert host.can_device_mount(spec_json=spec) == host.can_device_mount(spec=spec)
+    with pytest.raises(TypeError):
+        host.can_support(spec=spec, spec_json=spec)
 
 
 def test_nullable_parameters_come_from_the_header_not_prose():

@@ -26,24 +26,8 @@ var (
 // NewBlockVolumeMapper makes a mapper for a volumeMode: Block PersistentVolume in pod and
 // records the volume's data/vol_data.json.
 func (p *Plugin) NewBlockVolumeMapper(spec *volume.Spec, pod *v1.Pod) (volume.BlockVolumeMapper, error) {
-	h, err := p.ready()
+	m, paths, err := newForPod(p, "NewBlockVolumeMapper", spec, pod, (*kcsi.Host).NewBlockMapper, (*kcsi.BlockMapper).Paths)
 	if err != nil {
-		return nil, err
-	}
-	s, err := kcsiSpec(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := podArg("NewBlockVolumeMapper", pod); err != nil {
-		return nil, err
-	}
-	m, err := h.NewBlockMapper(s, pod)
-	if err != nil {
-		return nil, err
-	}
-	paths, err := m.Paths()
-	if err != nil {
-		m.Close()
 		return nil, err
 	}
 	return &blockMapper{m: m, spec: spec, paths: *paths}, nil

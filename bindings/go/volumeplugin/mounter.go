@@ -34,24 +34,8 @@ var (
 
 // NewMounter makes a mounter for spec in pod; it does no I/O and needs no registered driver.
 func (p *Plugin) NewMounter(spec *volume.Spec, pod *v1.Pod) (volume.Mounter, error) {
-	h, err := p.ready()
+	m, path, err := newForPod(p, "NewMounter", spec, pod, (*kcsi.Host).NewMounter, (*kcsi.Mounter).Path)
 	if err != nil {
-		return nil, err
-	}
-	s, err := kcsiSpec(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := podArg("NewMounter", pod); err != nil {
-		return nil, err
-	}
-	m, err := h.NewMounter(s, pod)
-	if err != nil {
-		return nil, err
-	}
-	path, err := m.Path()
-	if err != nil {
-		m.Close()
 		return nil, err
 	}
 	// The mounter lives as long as the kubelet keeps it; the cleanup frees the C handle.

@@ -295,6 +295,35 @@ func (p *Plugin) ConstructBlockVolumeSpec(podUID types.UID, volumeName, mapPath 
 	return volumeSpec(s)
 }
 
+// newForPod is NewMounter and NewBlockVolumeMapper: kcsi's handle for spec in pod, made by
+// create, and what paths reads of it (the handle is freed when that fails).
+func newForPod[T interface{ Close() }, P any](p *Plugin, op string, spec *volume.Spec, pod *v1.Pod,
+	create func(*kcsi.Host, kcsi.Spec, any) (T, error), paths func(T) (P, error)) (T, P, error) {
+	var handle T
+	var none P
+	h, err := p.ready()
+	if err != nil {
+		return handle, none, err
+	}
+	s, err := kcsiSpec(spec)
+	if err != nil {
+		return handle, none, err
+	}
+	if err := podArg(op, pod); err != nil {
+		return handle, none, err
+	}
+	handle, err = create(h, s, pod)
+	if err != nil {
+		return handle, none, err
+	}
+	got, err := paths(handle)
+	if err != nil {
+		handle.Close()
+		return handle, none, err
+	}
+	return handle, got, nil
+}
+
 // podArg checks what every per-pod call needs of the pod.
 func podArg(op string, pod *v1.Pod) error {
 	if pod == nil {

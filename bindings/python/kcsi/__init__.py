@@ -6,11 +6,14 @@
         print(host.list_drivers())
 
 Every C function whose first parameter is a handle is a method of that handle's class, generated
-from the header with the C parameter names (`_methods.py`; `help(kcsi.Mounter)` shows them):
-`kcsi_mounter_set_up(m, args_json, err)` is `Mounter.set_up(args_json=None)`,
-`kcsi_mounter_new(h, spec_json, pod_json, &out, err)` is `Host.mounter_new(spec_json, pod_json)`
-returning a `Mounter`. Conventions:
-  * `*_json` string parameters take dicts/lists (JSON-encoded) or str/bytes as they are;
+from the header with type hints (`_methods.py`; `help(kcsi.Mounter)` shows them):
+`kcsi_mounter_set_up(m, args_json, err)` is `Mounter.set_up(args: Optional[Json] = None)`,
+`kcsi_mounter_new(h, spec_json, pod_json, &out, err)` is `Host.mounter_new(spec, pod)` returning
+a `Mounter`, `kcsi_register_plugin(h, ..., timeout_ms, err)` takes `timeout_ms: int = 0` (the
+host's timeout). Conventions:
+  * `*_json` parameters drop the suffix in Python (`spec`, `pod`, `args`, `options`) and take
+    dicts/lists (JSON-encoded) or str/bytes as they are; the C name works as a keyword too
+    (`spec_json=`);
   * other string parameters take str (UTF-8) or bytes; None passes NULL, which only the
     parameters the header marks "Nullable:" accept (`kcsi.NULLABLE`);
   * `const char *const *X` + `size_t X_len` is one Python list;
@@ -365,10 +368,6 @@ class Host(_HostMethods, _Handle):
         if rc != 0:
             raise _error_from(err, rc, "kcsi_host_new")
         super().__init__(out)
-
-    def register_plugin(self, name, endpoint, versions, timeout_ms=0):
-        """kcsi_register_plugin with the host's timeout unless `timeout_ms` > 0."""
-        return super().register_plugin(name, endpoint, versions, timeout_ms)
 
     def metrics_samples(self):
         """The host's metrics parsed: a list of `Sample(name, labels, value)`."""

@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::host::Host;
+use crate::node::NodeAgent;
 
 use worker::SocketState;
 
@@ -68,7 +68,7 @@ struct Sockets {
 /// State shared by the event loop, the workers and status queries.
 struct Shared {
     dir: PathBuf,
-    host: Weak<Host>,
+    node: Weak<NodeAgent>,
     sockets: Mutex<Sockets>,
     seen: AtomicU64,
     /// A failure of the watcher itself (its directory removed, inotify failing).
@@ -94,7 +94,7 @@ fn watch_mask() -> WatchMask {
 impl PluginWatcher {
     /// Creates `dir` if needed (0755, as upstream's `init`), watches it, registers the sockets
     /// already in it and keeps watching in the background. Must run inside the runtime.
-    pub fn start(dir: PathBuf, host: Weak<Host>) -> Result<PluginWatcher> {
+    pub fn start(dir: PathBuf, node: Weak<NodeAgent>) -> Result<PluginWatcher> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
@@ -112,7 +112,7 @@ impl PluginWatcher {
             .map_err(|e| Error::io("plugin watcher: failed to start inotify", &e))?;
         let shared = Arc::new(Shared {
             dir: dir.clone(),
-            host,
+            node,
             sockets: Mutex::default(),
             seen: AtomicU64::new(0),
             last_error: Mutex::new(None),
@@ -238,7 +238,7 @@ impl Shared {
         let state = Arc::new(Mutex::new(SocketState::default()));
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(worker::run(
-            self.host.clone(),
+            self.node.clone(),
             path.to_path_buf(),
             state.clone(),
             stopped,

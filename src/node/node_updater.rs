@@ -3,8 +3,8 @@
 //! `nodeAllocatableUpdatePeriodSeconds`, the driver is asked for `NodeGetInfo` every period and
 //! its CSINode entry (`allocatable.count`) brought up to date. [`verify_exhausted_resource`]
 //! does the same at once when a volume's attach failed for lack of capacity
-//! (`csi_plugin.go VerifyExhaustedResource`). One updater per host; dropping it (with the
-//! host) stops its tasks.
+//! (`csi_plugin.go VerifyExhaustedResource`). One updater per node agent; dropping it (with
+//! the agent) stops its tasks.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,9 +17,9 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::csi::driver_store::DriverStore;
 use crate::disk::paths::attachment_name;
 use crate::error::{Error, Result};
-use crate::host::Host;
 use crate::kube::csidriver_informer::CsiDriverInformer;
 use crate::kube::node_info::NodeInfoManager;
+use crate::node::NodeAgent;
 use crate::spec::VolumeSpec;
 
 /// gRPC `ResourceExhausted`, the code the external attacher records in the VolumeAttachment's
@@ -178,10 +178,11 @@ async fn run(shared: Arc<Shared>, name: String) {
 /// ResourceExhausted); if so the driver's CSINode entry is refreshed from `NodeGetInfo` first.
 /// Only drivers whose CSIDriver sets an update period take part. Every lookup failure is
 /// logged and answers false, as upstream.
-pub async fn verify_exhausted_resource(host: &Host, spec: &VolumeSpec) -> bool {
-    let Some(updater) = host.node_updater.as_ref() else {
+pub async fn verify_exhausted_resource(node: &NodeAgent, spec: &VolumeSpec) -> bool {
+    let Some(updater) = node.node_updater.as_ref() else {
         return false;
     };
+    let host = &node.host;
     let Ok(src) = spec.persistent_source() else {
         tracing::error!("{}", csi_log!("Invalid volume spec for CSI"));
         return false;

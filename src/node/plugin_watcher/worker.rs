@@ -20,8 +20,8 @@ use tonic::{Code, Status};
 use crate::csi::csi_client::go_status_text;
 use crate::csi::proto::registration::registration_client::RegistrationClient;
 use crate::csi::proto::registration::{InfoRequest, PluginInfo, RegistrationStatus};
-use crate::csi::registration;
-use crate::host::Host;
+use crate::node::registration;
+use crate::node::NodeAgent;
 
 /// The plugin type this watcher has a handler for (`registerapi.CSIPlugin`).
 pub const CSI_PLUGIN: &str = "CSIPlugin";
@@ -104,7 +104,7 @@ enum Outcome {
 /// Registers the driver behind `socket`, keeps the registration until `stop` fires (the
 /// socket is gone or was re-created), then deregisters it.
 pub async fn run(
-    host: Weak<Host>,
+    node: Weak<NodeAgent>,
     socket: PathBuf,
     state: Arc<Mutex<SocketState>>,
     mut stop: oneshot::Receiver<()>,
@@ -120,7 +120,7 @@ pub async fn run(
             s.phase = Phase::Registering;
             s.attempts += 1;
         });
-        let outcome = attempt(&host, &socket, &state).await;
+        let outcome = attempt(&node, &socket, &state).await;
         match outcome {
             Outcome::HostGone => return,
             Outcome::Registered { name, generation } => {
@@ -130,8 +130,8 @@ pub async fn run(
                     socket.display()
                 );
                 let _ = (&mut stop).await;
-                if let Some(host) = host.upgrade() {
-                    let _ = registration::deregister_generation(&host, &name, generation).await;
+                if let Some(node) = node.upgrade() {
+                    let _ = registration::deregister_generation(&node, &name, generation).await;
                 }
                 return;
             }
@@ -175,7 +175,7 @@ pub async fn run(
     }
 }
 
-async fn attempt(host: &Weak<Host>, socket: &Path, state: &Mutex<SocketState>) -> Outcome {
+async fn attempt(node: &Weak<NodeAgent>, socket: &Path, state: &Mutex<SocketState>) -> Outcome {
     let at = socket.display();
     let mut client = match dial(socket).await {
         Ok(c) => c,
@@ -215,17 +215,17 @@ async fn attempt(host: &Weak<Host>, socket: &Path, state: &Mutex<SocketState>) -
         notify(&mut client, socket, false, &message).await;
         return Outcome::Rejected(message);
     }
-    let Some(host) = host.upgrade() else {
+    let Some(node) = node.upgrade() else {
         return Outcome::HostGone;
     };
     let name = info.name.as_str();
     let versions = &info.supported_versions;
-    if let Err(e) = registration::validate(&host, name, &endpoint, versions) {
+    if let Err(e) = registration::validate(&node.host, name, &endpoint, versions) {
         let message = format!("RegisterPlugin error -- plugin validation failed with err: {e}");
         notify(&mut client, socket, false, &message).await;
         return Outcome::Rejected(message);
     }
-    match registration::register_generation(&host, name, &endpoint, versions, None).await {
+    match registration::register_generation(&node, name, &endpoint, versions, None).await {
         Err(e) => {
             let message =
                 format!("RegisterPlugin error -- plugin registration failed with err: {e}");
@@ -240,7 +240,7 @@ async fn attempt(host: &Weak<Host>, socket: &Path, state: &Mutex<SocketState>) -
             // Notified after registering, as upstream, so a registrar that hears `true` finds
             // its driver registered.
             if let Err(e) = send_status(&mut client, true, "").await {
-                let _ = registration::deregister_generation(&host, name, generation).await;
+                let _ = registration::deregister_generation(&node, name, generation).await;
                 return Outcome::Retry(format!(
                     "RegisterPlugin error -- failed to send registration status at socket {at}, err: {e}"
                 ));

@@ -1,101 +1,38 @@
-//! The kubelet plugin watcher's CSI handler: validate, register and deregister drivers with
-//! upstream's rules and messages.
+//! The kubelet's registration handler for CSI drivers (upstream `csi_plugin.go`
+//! `RegistrationHandler`), as the plugin watcher and `kcsi_register_plugin` call it: validate
+//! with the CSI rules (`crate::csi::validation`), store the driver, publish its node info
+//! to the API server and let the allocatable updater follow.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::config::MAX_TIMEOUT;
+use crate::csi;
 use crate::csi::csi_client::{CsiClient, NodeInfo};
 use crate::csi::driver_store::Driver;
-use crate::csi::version::{highest_supported_version, quote_versions, Version, VersionError};
+use crate::csi::validation::{check_existing, check_inputs, highest_version};
 use crate::disk::paths::check_driver_name;
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
 use crate::goquote::quote;
 use crate::host::Host;
-
-/// The version half of `validateVersions`: the highest usable version, or upstream's error.
-fn highest_version(caller: &str, name: &str, versions: &[String]) -> Result<Version> {
-    highest_supported_version(versions).map_err(|e| match e {
-        VersionError::Empty => Error::new(
-            ErrorKind::UnsupportedVersion,
-            csi_log!(
-                "{caller} for CSI driver {} failed. Plugin returned an empty list for supported versions",
-                quote(name)
-            ),
-        ),
-        VersionError::Unsupported(why) => Error::new(
-            ErrorKind::UnsupportedVersion,
-            csi_log!(
-                "{caller} for CSI driver {} failed. None of the versions specified {} are supported. err={why}",
-                quote(name),
-                quote_versions(versions)
-            ),
-        ),
-    })
-}
-
-/// The other half: a registered driver of that name must have a strictly lower version.
-fn check_existing(
-    caller: &str,
-    name: &str,
-    existing: Option<&Driver>,
-    new: &Version,
-) -> Result<()> {
-    match existing {
-        Some(existing) if existing.version >= *new => Err(Error::new(
-            ErrorKind::AlreadyExists,
-            csi_log!(
-                "{caller} for CSI driver {} failed. Another driver with the same name is already registered with a higher supported version: {}",
-                quote(name),
-                quote(&existing.version.to_string())
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn check_inputs(name: &str, endpoint: &str) -> Result<()> {
-    check_driver_name(name)?;
-    crate::csi::csi_client::socket_path(endpoint)?;
-    Ok(())
-}
+use crate::node::NodeAgent;
 
 /// `ValidatePlugin`: no side effects.
 pub fn validate(host: &Host, name: &str, endpoint: &str, versions: &[String]) -> Result<()> {
-    tracing::info!(
-        "{}",
-        csi_log!(
-        "Trying to validate a new CSI Driver with name: {name} endpoint: {endpoint} versions: {}",
-        versions.join(","))
-    );
-    check_inputs(name, endpoint)?;
-    highest_version("ValidatePlugin", name, versions)
-        .and_then(|v| {
-            check_existing(
-                "ValidatePlugin",
-                name,
-                host.drivers.get(name).as_deref(),
-                &v,
-            )
-        })
-        .map_err(|e| {
-            e.context(format!(
-                "validation failed for CSI Driver {name} at endpoint {endpoint}"
-            ))
-        })
+    csi::validation::validate(&host.drivers, name, endpoint, versions)
 }
 
 /// `RegisterPlugin`: store the driver, ask it for its node info, publish that to the node's
 /// API objects; any failure rolls this registration back. Counted in the host's metrics.
 pub async fn register(
-    host: &Host,
+    node: &NodeAgent,
     name: &str,
     endpoint: &str,
     versions: &[String],
     timeout: Option<Duration>,
 ) -> Result<NodeInfo> {
-    register_generation(host, name, endpoint, versions, timeout)
+    register_generation(node, name, endpoint, versions, timeout)
         .await
         .map(|(info, _)| info)
 }
@@ -103,19 +40,19 @@ pub async fn register(
 /// [`register`], also returning the registration's generation, so that its owner (the plugin
 /// watcher) can later remove exactly this registration and never a newer one.
 pub async fn register_generation(
-    host: &Host,
+    node: &NodeAgent,
     name: &str,
     endpoint: &str,
     versions: &[String],
     timeout: Option<Duration>,
 ) -> Result<(NodeInfo, u64)> {
-    let result = register_once(host, name, endpoint, versions, timeout).await;
-    host.telemetry.registration(result.is_ok());
+    let result = register_once(node, name, endpoint, versions, timeout).await;
+    node.host.telemetry.registration(result.is_ok());
     result
 }
 
 async fn register_once(
-    host: &Host,
+    node: &NodeAgent,
     name: &str,
     endpoint: &str,
     versions: &[String],
@@ -126,6 +63,7 @@ async fn register_once(
         csi_log!("Register new plugin with name: {name} at endpoint: {endpoint}")
     );
     check_inputs(name, endpoint)?;
+    let host: &Host = &node.host;
     let deadline = Instant::now() + timeout.unwrap_or(host.config.timeout).min(MAX_TIMEOUT);
     let version = highest_version("RegisterPlugin", name, versions)?;
     let driver = host.drivers.insert_if(
@@ -155,7 +93,7 @@ async fn register_once(
     match install(host, &driver, deadline).await {
         Ok(info) => {
             if host.drivers.complete(name, driver.generation, info.clone()) {
-                host.driver_changed(name);
+                node.driver_changed(name);
                 tracing::info!(
                     "{}",
                     csi_log!("registered CSI driver {name} (node id {:?})", info.node_id)
@@ -170,8 +108,8 @@ async fn register_once(
         }
         Err(err) => {
             if host.drivers.remove_generation(name, driver.generation) {
-                host.driver_changed(name);
-                if let Err(e) = host.uninstall_node_info(name).await {
+                node.driver_changed(name);
+                if let Err(e) = uninstall_node_info(host, name).await {
                     tracing::error!("{}", csi_log!("registrationHandler.RegisterPlugin failed to unregister plugin due to previous error: {e}"));
                 }
             }
@@ -202,7 +140,7 @@ async fn install(host: &Host, driver: &Driver, deadline: Instant) -> Result<Node
             "error adding CSI driver node info: driverNodeID must not be empty",
         ));
     }
-    host.install_node_info(&driver.name, &info).await?;
+    install_node_info(host, &driver.name, &info).await?;
     Ok(info)
 }
 
@@ -217,15 +155,16 @@ fn classify_registration_failure(err: Error) -> Error {
 
 /// `DeRegisterPlugin`. Node info in the API is cleaned up even for a name this host does not
 /// know (it may be left from before a restart); the result says whether the name was known.
-pub async fn deregister(host: &Host, name: &str) -> Result<()> {
+pub async fn deregister(node: &NodeAgent, name: &str) -> Result<()> {
     tracing::info!(
         "{}",
         csi_log!("registrationHandler.DeRegisterPlugin request for plugin {name}")
     );
     check_driver_name(name)?;
+    let host: &Host = &node.host;
     let removed = host.drivers.remove(name);
-    host.driver_changed(name);
-    host.uninstall_node_info(name).await.map_err(|e| {
+    node.driver_changed(name);
+    uninstall_node_info(host, name).await.map_err(|e| {
         tracing::error!(
             "{}",
             csi_log!("registrationHandler.DeRegisterPlugin failed: {e}")
@@ -243,7 +182,8 @@ pub async fn deregister(host: &Host, name: &str) -> Result<()> {
 
 /// `DeRegisterPlugin` for the registration `generation` only: when the driver was meanwhile
 /// deregistered by hand or replaced by another registration, nothing is removed.
-pub async fn deregister_generation(host: &Host, name: &str, generation: u64) -> Result<()> {
+pub async fn deregister_generation(node: &NodeAgent, name: &str, generation: u64) -> Result<()> {
+    let host: &Host = &node.host;
     if !host.drivers.remove_generation(name, generation) {
         tracing::info!(
             "{}",
@@ -255,11 +195,35 @@ pub async fn deregister_generation(host: &Host, name: &str, generation: u64) -> 
         "{}",
         csi_log!("registrationHandler.DeRegisterPlugin request for plugin {name}")
     );
-    host.uninstall_node_info(name).await.map_err(|e| {
+    uninstall_node_info(host, name).await.map_err(|e| {
         tracing::error!(
             "{}",
             csi_log!("registrationHandler.DeRegisterPlugin failed: {e}")
         );
         e
     })
+}
+
+/// Publishes a registered driver's node info to the Node and CSINode objects (nothing to
+/// publish when standalone).
+async fn install_node_info(host: &Host, driver: &str, info: &NodeInfo) -> Result<()> {
+    let Some(kube) = &host.kube else {
+        return Ok(());
+    };
+    kube.node_info
+        .install(
+            driver,
+            &info.node_id,
+            info.max_volumes_per_node,
+            info.topology.as_ref(),
+        )
+        .await
+}
+
+/// Removes a driver's node info from the Node and CSINode objects.
+async fn uninstall_node_info(host: &Host, driver: &str) -> Result<()> {
+    let Some(kube) = &host.kube else {
+        return Ok(());
+    };
+    kube.node_info.uninstall(driver).await
 }

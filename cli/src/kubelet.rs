@@ -1,0 +1,80 @@
+//! The kubelet's four volume calls on a host, as plain functions: MountDevice / SetUpDevice,
+//! SetUp / MapPodDevice, TearDown / UnmapPodDevice, UnmountDevice / TearDownDevice. The steps
+//! (`lifecycle` and the single-step commands) and the volume plugin both run them.
+
+use std::path::PathBuf;
+
+use kcsi::error::Error;
+use kcsi::host::Host;
+use kcsi::volume::attacher::{self, MountDeviceArgs};
+use kcsi::volume::block::{BlockMapper, BlockUnmapper};
+use kcsi::volume::mounter::{Mounter, MounterArgs, Unmounter};
+
+use crate::node::{self, Volume};
+
+/// NodeStageVolume: the staging path, or `None` for a block volume of a driver without
+/// STAGE_UNSTAGE_VOLUME (nothing staged).
+pub async fn stage(host: &Host, v: &Volume) -> Result<Option<PathBuf>, Error> {
+    if v.block {
+        let mapper = BlockMapper::new(host, v.spec.clone(), node::pod(&v.pod_uid)).await?;
+        return mapper.set_up_device(host).await;
+    }
+    let dmp = attacher::device_mount_path(host, &v.spec)?;
+    let args = MountDeviceArgs {
+        fs_group: v.fs_group,
+        se_linux_label: None,
+    };
+    attacher::mount_device(host, &v.spec, &dmp.to_string_lossy(), &args).await?;
+    Ok(Some(dmp))
+}
+
+/// NodePublishVolume: the path the pod (the container) uses.
+pub async fn publish(host: &Host, v: &Volume) -> Result<PathBuf, Error> {
+    if v.block {
+        let mapper = BlockMapper::new(host, v.spec.clone(), node::pod(&v.pod_uid)).await?;
+        return mapper.map_pod_device(host).await;
+    }
+    let mounter = Mounter::new(host, v.spec.clone(), node::pod(&v.pod_uid))?;
+    let args = MounterArgs {
+        fs_group: v.fs_group,
+        ..Default::default()
+    };
+    mounter.set_up(host, &args).await?;
+    Ok(mounter.path().to_path_buf())
+}
+
+/// NodeUnpublishVolume of the volume `spec_name` published to pod `pod_uid`.
+pub async fn unpublish(
+    host: &Host,
+    block: bool,
+    spec_name: &str,
+    pod_uid: &str,
+) -> Result<(), Error> {
+    if block {
+        BlockUnmapper::new(host, spec_name, pod_uid)?
+            .unmap_pod_device(host)
+            .await
+    } else {
+        Unmounter::new(host, spec_name, pod_uid)?
+            .tear_down(host)
+            .await
+    }
+}
+
+/// NodeUnstageVolume of a staged volume, found from its `vol_data.json`.
+pub async fn unstage(
+    host: &Host,
+    block: bool,
+    driver: &str,
+    handle: &str,
+    spec_name: &str,
+) -> Result<(), Error> {
+    if block {
+        BlockUnmapper::new(host, spec_name, "")?
+            .tear_down_device(host, "", "")
+            .await
+    } else {
+        let dmp = host.layout.device_mount_path(driver, handle)?;
+        attacher::unmount_device(host, &dmp.to_string_lossy()).await
+    }
+}

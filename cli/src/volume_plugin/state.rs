@@ -1,0 +1,247 @@
+//! The volumes the plugin knows, one description file each under `<root>/volumes/<name>.json`,
+//! written atomically (temp file, fsync, rename, fsync of the dir) through kcsi's confined file
+//! operations, so a plugin killed mid-write leaves the old description or the new one. What is
+//! mounted is not recorded here: it is read back from the kubelet side's own `vol_data.json`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kcsi::disk::beneath::{Beneath, Entry};
+use kcsi::error::{Error, ErrorKind, Result};
+use serde::{Deserialize, Serialize};
+
+const SUFFIX: &str = ".json";
+const TEMP_SUFFIX: &str = ".tmp";
+/// A description is a few hundred bytes; anything much larger is not one of ours.
+const MAX_FILE: u64 = 1 << 20;
+const MAX_NAME: usize = 128;
+
+/// One volume as `Create` made it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Description {
+    pub name: String,
+    pub driver: String,
+    pub volume_handle: String,
+    /// Made by this plugin's CreateVolume, so `Remove` deletes it; a given handle never is.
+    pub created_by_kcsi: bool,
+    #[serde(default)]
+    pub capacity_bytes: i64,
+    #[serde(default)]
+    pub fs_type: Option<String>,
+    #[serde(default)]
+    pub mount_options: Vec<String>,
+    #[serde(default)]
+    pub block: bool,
+    /// The volume attributes NodeStage and NodePublish carry (the driver's volume context,
+    /// then the caller's `-o key=value`).
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
+    /// The options `Create` was called with, to tell a repeated Create from a conflicting one.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+    pub created_at: String,
+}
+
+/// Volume names as Docker and Podman accept them: `[A-Za-z0-9][A-Za-z0-9_.-]*`, so a name is
+/// always one plain path component (never `.`, `..` or hidden).
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if !first_ok || !rest_ok || name.len() > MAX_NAME {
+        return Err(Error::invalid(format!(
+            "{what} {name:?} is not valid: it must match [A-Za-z0-9][A-Za-z0-9_.-]* and be at \
+             most {MAX_NAME} bytes"
+        )));
+    }
+    Ok(())
+}
+
+pub struct Store {
+    root: PathBuf,
+    dir: PathBuf,
+    temp_seq: AtomicU64,
+}
+
+impl Store {
+    /// Opens (creating) `<root>/volumes` and removes the temp files a killed plugin left.
+    pub fn open(root: &Path) -> Result<Store> {
+        let store = Store {
+            root: root.to_path_buf(),
+            dir: root.join("volumes"),
+            temp_seq: AtomicU64::new(0),
+        };
+        let fs = store.fs()?;
+        fs.mkdir_all(&store.dir, 0o700)?;
+        for name in fs.list(&store.dir)? {
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.ends_with(TEMP_SUFFIX) {
+                fs.remove_file(&store.dir.join(&*name), "cannot remove a stale temp file")?;
+            }
+        }
+        Ok(store)
+    }
+
+    fn fs(&self) -> Result<Beneath> {
+        Beneath::open(&self.root)
+    }
+
+    /// The description file of volume `name` (a checked name).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}{SUFFIX}"))
+    }
+
+    /// The description of `name`, `None` when there is none.
+    pub fn load(&self, name: &str) -> Result<Option<Description>> {
+        check_name("volume name", name)?;
+        let fs = self.fs()?;
+        let path = self.path(name);
+        match fs.entry(&path)? {
+            Entry::Missing => return Ok(None),
+            Entry::File => {}
+            Entry::Dir | Entry::Other => {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "the description of volume {name} ({}) is not a regular file",
+                        path.display()
+                    ),
+                ))
+            }
+        }
+        let text = fs.read_to_string(&path, "cannot read the volume description", MAX_FILE)?;
+        let d: Description = serde_json::from_str(&text).map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!(
+                    "the description of volume {name} ({}) is not valid: {e}",
+                    path.display()
+                ),
+            )
+        })?;
+        if d.name != name {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "the description {} names volume {:?}, not {name:?}",
+                    path.display(),
+                    d.name
+                ),
+            ));
+        }
+        Ok(Some(d))
+    }
+
+    pub fn save(&self, d: &Description) -> Result<()> {
+        check_name("volume name", &d.name)?;
+        let bytes = serde_json::to_vec_pretty(d)
+            .map_err(|e| Error::internal(format!("cannot encode volume {}: {e}", d.name)))?;
+        let temp = format!(
+            ".{}{SUFFIX}.{}.{}{TEMP_SUFFIX}",
+            d.name,
+            std::process::id(),
+            self.temp_seq.fetch_add(1, Ordering::Relaxed)
+        );
+        self.fs()?
+            .write_atomic(&self.dir, &format!("{}{SUFFIX}", d.name), &temp, &bytes)
+            .map_err(|e| e.context(format!("cannot save the description of volume {}", d.name)))
+    }
+
+    pub fn remove(&self, name: &str) -> Result<()> {
+        check_name("volume name", name)?;
+        self.fs()?
+            .remove_file(&self.path(name), "cannot remove the volume description")
+    }
+
+    /// Every volume's name, sorted (files that are not `<valid name>.json` are not ours).
+    pub fn names(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .fs()?
+            .list(&self.dir)?
+            .into_iter()
+            .filter_map(|f| {
+                let f = f.to_str()?;
+                let name = f.strip_suffix(SUFFIX)?;
+                check_name("volume name", name).ok()?;
+                Some(name.to_string())
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn description(name: &str) -> Description {
+        Description {
+            name: name.into(),
+            driver: "d".into(),
+            volume_handle: "h".into(),
+            created_by_kcsi: true,
+            capacity_bytes: 1,
+            fs_type: None,
+            mount_options: vec![],
+            block: false,
+            attributes: BTreeMap::new(),
+            options: BTreeMap::new(),
+            created_at: "now".into(),
+        }
+    }
+
+    #[test]
+    fn names_outside_docker_rules_are_refused() {
+        for bad in [
+            "",
+            "../x",
+            ".hidden",
+            "a/b",
+            "-a",
+            "a b",
+            "é",
+            &"a".repeat(129),
+        ] {
+            assert!(check_name("volume name", bad).is_err(), "{bad:?}");
+        }
+        for good in ["a", "data", "my_vol.1-2", &"a".repeat(128)] {
+            assert!(check_name("volume name", good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn store_saves_loads_lists_and_removes_and_refuses_garbage() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path()).unwrap();
+        store.save(&description("b")).unwrap();
+        store.save(&description("a")).unwrap();
+        assert_eq!(store.load("a").unwrap(), Some(description("a")));
+        assert_eq!(store.load("zz").unwrap(), None);
+        std::fs::write(store.path("bad"), "{not json").unwrap();
+        std::fs::write(root.path().join("volumes/.a.json.1.2.tmp"), "x").unwrap();
+        std::fs::write(root.path().join("volumes/other"), "x").unwrap();
+        assert_eq!(store.names().unwrap(), vec!["a", "b", "bad"]);
+        let err = store.load("bad").unwrap_err();
+        assert!(err.message().contains("is not valid"), "{err}");
+        std::fs::write(
+            store.path("c"),
+            serde_json::to_vec(&description("d")).unwrap(),
+        )
+        .unwrap();
+        assert!(store
+            .load("c")
+            .unwrap_err()
+            .message()
+            .contains("names volume"));
+        assert!(store.load("../x").is_err());
+        store.remove("a").unwrap();
+        assert_eq!(store.load("a").unwrap(), None);
+        // Reopening removes the temp files a killed plugin left.
+        let store = Store::open(root.path()).unwrap();
+        assert!(!root.path().join("volumes/.a.json.1.2.tmp").exists());
+        assert_eq!(store.names().unwrap(), vec!["b", "bad", "c"]);
+    }
+}
