@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream fuzz install clean
 
 all: build
 
@@ -80,6 +80,11 @@ test-go: peers
 ## bench: figures, not assertions.
 bench: build peers
 	scripts/bench.sh
+
+## bench-upstream: kcsi through its Go binding next to upstream's pkg/volume/csi v1.36.3 in one
+## process on one real hostpath driver (lifecycle vs. the bare-RPC floor, reconciler queries).
+bench-upstream: build
+	scripts/bench-upstream.sh
 
 ## fuzz: libFuzzer + ASAN over the C API's JSON and string entry points (FUZZ_SECONDS per
 ## target, default 3); see scripts/fuzz.sh.

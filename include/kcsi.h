@@ -56,6 +56,8 @@
  *   "rootDir"         absolute path, required: the kubelet root (pods/, plugins/, plugins_registry/)
  *   "kubeconfig"      path, optional: the API server; absent = standalone, no API access
  *   "timeoutSeconds"  number in (0, 86400], optional: per-operation deadline, default 120
+ *   "idleConnectionSeconds"  number in (0, 86400], optional: a driver connection unused this
+ *                     long is closed and reopened on the next call, default 300
  *   "featureGates"    {"<gate>": bool}, optional: SELinuxMountReadWriteOncePod, SELinuxMount,
  *                     CSIVolumeHealth, CSIServiceAccountTokenSecrets,
  *                     MutableCSINodeAllocatableCount, CSIMigrationPortworx

@@ -13,6 +13,11 @@ use crate::error::{Error, Result};
 /// The kubelet's `csiTimeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long a driver's connection may stay unused before kcsi closes it. The kubelet asks each
+/// mounted volume's driver for its stats every minute, so a driver in use keeps its connection;
+/// an unused one gives back its socket and buffers.
+pub const DEFAULT_IDLE_CONNECTION: Duration = Duration::from_secs(300);
+
 /// The longest deadline kcsi uses; longer ones a caller asks for are shortened to it (gRPC
 /// cannot encode, and a clock cannot add, arbitrarily long durations).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
@@ -39,6 +44,7 @@ struct RawConfig {
     root_dir: Option<String>,
     kubeconfig: Option<String>,
     timeout_seconds: Option<f64>,
+    idle_connection_seconds: Option<f64>,
     #[serde(default)]
     feature_gates: BTreeMap<String, bool>,
     #[serde(default)]
@@ -66,6 +72,8 @@ pub struct HostConfig {
     pub root_dir: PathBuf,
     pub kubeconfig: Option<PathBuf>,
     pub timeout: Duration,
+    /// A driver connection unused this long is closed (`"idleConnectionSeconds"`).
+    pub idle_connection: Duration,
     pub feature_gates: BTreeMap<String, bool>,
     /// Standalone mode's stand-ins for the API's CSIDriver objects.
     pub csi_drivers: Vec<CSIDriver>,
@@ -95,15 +103,12 @@ impl HostConfig {
                 (String::new(), PathBuf::new())
             }
         };
-        let timeout = match raw.timeout_seconds {
-            None => DEFAULT_TIMEOUT,
-            Some(t) if t.is_finite() && t > 0.0 && t <= MAX_TIMEOUT.as_secs_f64() => Duration::from_secs_f64(t),
-            Some(t) => {
-                return Err(Error::invalid(format!(
-                    "host config is not valid: \"timeoutSeconds\" must be > 0 and at most 86400, got {t}"
-                )))
-            }
-        };
+        let timeout = seconds("timeoutSeconds", raw.timeout_seconds, DEFAULT_TIMEOUT)?;
+        let idle_connection = seconds(
+            "idleConnectionSeconds",
+            raw.idle_connection_seconds,
+            DEFAULT_IDLE_CONNECTION,
+        )?;
         for gate in raw.feature_gates.keys() {
             if !KNOWN_GATES.iter().any(|(name, _)| name == gate) {
                 let known: Vec<&str> = KNOWN_GATES.iter().map(|(name, _)| *name).collect();
@@ -154,6 +159,7 @@ impl HostConfig {
             root_dir,
             kubeconfig,
             timeout,
+            idle_connection,
             feature_gates: raw.feature_gates,
             csi_drivers: raw.csi_drivers,
             plugin_watcher: raw.plugin_watcher,
@@ -224,6 +230,19 @@ fn controller_checks(raw: &RawConfig) -> Result<()> {
     Ok(())
 }
 
+/// A duration key in seconds: absent is `default`, else in (0, 86400].
+fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration> {
+    match value {
+        None => Ok(default),
+        Some(t) if t.is_finite() && t > 0.0 && t <= MAX_TIMEOUT.as_secs_f64() => {
+            Ok(Duration::from_secs_f64(t))
+        }
+        Some(t) => Err(Error::invalid(format!(
+            "host config is not valid: {key:?} must be > 0 and at most 86400, got {t}"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +260,24 @@ mod tests {
         assert!(HostConfig::from_json(r#"{"nodeName":"n","rootDir":"rel"}"#).is_err());
         let c = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r"}"#).unwrap();
         assert_eq!(c.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(c.idle_connection, DEFAULT_IDLE_CONNECTION);
+    }
+
+    #[test]
+    fn config_takes_idle_connection_seconds_and_refuses_zero_naming_the_key() {
+        let c =
+            HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","idleConnectionSeconds":1.5}"#)
+                .unwrap();
+        assert_eq!(c.idle_connection, Duration::from_millis(1500));
+        let err =
+            HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","idleConnectionSeconds":0}"#)
+                .unwrap_err();
+        assert!(
+            err.message()
+                .contains("\"idleConnectionSeconds\" must be > 0"),
+            "{}",
+            err.message()
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! host shares. Blocking entry points run their futures on it from the caller's thread.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use tokio::runtime::{Handle, Runtime};
 
@@ -12,6 +14,8 @@ struct Global {
     runtime: Runtime,
     /// The process that started the runtime; a forked child cannot use it (its threads are gone).
     pid: u32,
+    /// A [`release_memory_soon`] is pending.
+    trim_pending: AtomicBool,
 }
 
 static GLOBAL: OnceLock<std::result::Result<Global, String>> = OnceLock::new();
@@ -28,6 +32,7 @@ fn global() -> Result<&'static Global> {
             .map(|runtime| Global {
                 runtime,
                 pid: std::process::id(),
+                trim_pending: AtomicBool::new(false),
             })
             .map_err(|e| format!("cannot start the kcsi runtime: {e}"))
     });
@@ -57,6 +62,26 @@ fn block_sigpipe() {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGPIPE);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Gives memory freed by closed connections back to the OS a moment later. glibc keeps freed
+/// chunks in its arenas, so a node agent whose thousand idle driver connections were closed
+/// would keep their RSS; `malloc_trim` releases the free pages. Requests within a second
+/// coalesce into one trim. Elsewhere than on glibc it does nothing.
+pub fn release_memory_soon() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if let Ok(g) = global() {
+        if !g.trim_pending.swap(true, Ordering::AcqRel) {
+            g.runtime.spawn(async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if let Ok(g) = global() {
+                    g.trim_pending.store(false, Ordering::Release);
+                }
+                // SAFETY: malloc_trim only walks and releases the allocator's free memory.
+                let _ = tokio::task::spawn_blocking(|| unsafe { libc::malloc_trim(0) }).await;
+            });
+        }
     }
 }
 

@@ -195,8 +195,5 @@ func TestGCStressClosesAndCollectsHandlesWhileCallsAreInFlight(t *testing.T) {
 }
 
 func freed[P comparable](h *handle[P]) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var zero P
-	return h.closed && h.ptr == zero && h.calls == 0
+	return h.freed.Load() && h.state.Load() == closedBit
 }

@@ -29,6 +29,9 @@ type Config struct {
 	// Timeout is the per-operation deadline; zero means kcsi's default (120 s, the kubelet's
 	// csiTimeout). It applies to calls whose context deadline cannot be passed down.
 	Timeout time.Duration
+	// IdleConnection is how long a driver's connection may stay unused before kcsi closes it
+	// (it is reopened on the next call); zero means kcsi's default, 5 minutes.
+	IdleConnection time.Duration
 	// FeatureGates are the kubelet feature gates the plugin consults.
 	FeatureGates map[string]bool
 	// CSIDrivers stand in for the API's CSIDriver objects in standalone mode: each a
@@ -51,6 +54,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		RootDir        string          `json:"rootDir,omitempty"`
 		Kubeconfig     string          `json:"kubeconfig,omitempty"`
 		TimeoutSeconds float64         `json:"timeoutSeconds,omitempty"`
+		IdleSeconds    float64         `json:"idleConnectionSeconds,omitempty"`
 		FeatureGates   map[string]bool `json:"featureGates,omitempty"`
 		CSIDrivers     []any           `json:"csiDrivers,omitempty"`
 		PluginWatcher  bool            `json:"pluginWatcher,omitempty"`
@@ -60,7 +64,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	for i, d := range c.CSIDrivers {
 		drivers[i] = rawBytes(d)
 	}
-	return json.Marshal(wire{c.Role, c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.FeatureGates, drivers,
+	return json.Marshal(wire{c.Role, c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.IdleConnection.Seconds(), c.FeatureGates, drivers,
 		c.PluginWatcher, c.PluginsRegistryDir})
 }
 

@@ -4,6 +4,19 @@ package kcsi
 #include <string.h>
 #include "shim.h"
 
+#define GK_RAW_SPEC_CAP 1024
+#define GK_RAW_ANSWER_CAP 256
+
+// One fast query's memory: the spec in, the answer and the error out.
+typedef struct gk_raw {
+	char spec[GK_RAW_SPEC_CAP];
+	char answer[GK_RAW_ANSWER_CAP];
+	size_t n;
+	char *big;
+	bool ok;
+	gk_err e;
+} gk_raw;
+
 // The volume name is copied into the caller's buffer in the same cgo call (a longer one is
 // handed over in *big), saving the second call that would free kcsi's string.
 static kcsi_result gk_get_volume_name_into(kcsi_host *h, const char *spec, char *buf, size_t cap,
@@ -34,76 +47,75 @@ import (
 )
 
 // The queries' fast path for specs given as JSON text (Spec.JSON): the kubelet asks them of
-// every volume on every reconcile loop. One allocation holds the NUL-terminated spec (and the
-// answer), and there is one cgo call per query.
+// every volume on every reconcile loop. The NUL-terminated spec, the answer and what C writes
+// live in one pooled block of C memory (so cgo has no Go pointer to check), and there is one
+// cgo call per query.
 
-const volumeNameCap = 256 // "<driver>^<handle>": driver names have at most 63 bytes
+const volumeNameCap = C.GK_RAW_ANSWER_CAP // "<driver>^<handle>": driver names have at most 63 bytes
 
 // rawSpecCap bounds the specs the fast path takes; longer ones take the general path.
-const rawSpecCap = 1024
+const rawSpecCap = C.GK_RAW_SPEC_CAP
 
-// rawCall is the memory of one fast query: the NUL-terminated spec, the answer buffer and
-// what C writes. It holds no Go pointers (cgo's rule for memory C writes to). Pooled, so a
-// query's only garbage is its answer string.
-type rawCall struct {
-	spec   [rawSpecCap]byte
-	answer [volumeNameCap]byte
-	n      C.size_t
-	big    *C.char
-	ok     C.bool
-	e      C.gk_err
-}
+// rawCall is the memory of one fast query, in C. Pooled, so a query's only garbage is its
+// answer string; a block the pool drops is freed with its wrapper.
+type rawCall struct{ c *C.gk_raw }
 
-var rawCalls = sync.Pool{New: func() any { return new(rawCall) }}
+var rawCalls = sync.Pool{New: func() any {
+	r := &rawCall{(*C.gk_raw)(C.malloc(C.sizeof_gk_raw))}
+	runtime.AddCleanup(r, func(c *C.gk_raw) { C.free(unsafe.Pointer(c)) }, r.c)
+	return r
+}}
 
 // newRawCall copies text (shorter than rawSpecCap), NUL-terminated, into a pooled rawCall.
 func newRawCall(op string, text []byte) (*rawCall, error) {
 	if bytes.IndexByte(text, 0) >= 0 {
 		return nil, invalidArg(op, "spec contains a NUL byte")
 	}
-	c := rawCalls.Get().(*rawCall)
-	c.spec[copy(c.spec[:], text)] = 0
-	c.n, c.big, c.ok, c.e = 0, nil, false, C.gk_err{}
-	return c, nil
+	r := rawCalls.Get().(*rawCall)
+	spec := unsafe.Slice((*byte)(unsafe.Pointer(&r.c.spec[0])), rawSpecCap)
+	spec[copy(spec, text)] = 0
+	r.c.n, r.c.big, r.c.ok, r.c.e = 0, nil, false, C.gk_err{}
+	return r, nil
 }
 
 func (h *Host) volumeNameRaw(op string, text []byte) (string, error) {
-	c, err := newRawCall(op, text)
+	r, err := newRawCall(op, text)
 	if err != nil {
 		return "", err
 	}
-	defer rawCalls.Put(c)
+	defer rawCalls.Put(r)
 	p, err := h.h.acquire(op)
 	if err != nil {
 		return "", err
 	}
-	r := C.gk_get_volume_name_into(p, (*C.char)(unsafe.Pointer(&c.spec[0])), (*C.char)(unsafe.Pointer(&c.answer[0])),
-		volumeNameCap, &c.n, &c.big, &c.e)
+	c := r.c
+	res := C.gk_get_volume_name_into(p, &c.spec[0], &c.answer[0], volumeNameCap, &c.n, &c.big, &c.e)
 	h.h.release()
 	runtime.KeepAlive(h)
-	if err := check(op, r, &c.e); err != nil {
+	if err := check(op, res, &c.e); err != nil {
 		return "", err
 	}
 	if c.big != nil {
 		return takeString(c.big), nil
 	}
-	return string(c.answer[:c.n]), nil
+	return C.GoStringN(&c.answer[0], C.int(c.n)), nil
 }
 
 func (h *Host) boolQueryRaw(op string, text []byte, fn boolQuery) (bool, error) {
-	c, err := newRawCall(op, text)
+	r, err := newRawCall(op, text)
 	if err != nil {
 		return false, err
 	}
-	defer rawCalls.Put(c)
+	defer rawCalls.Put(r)
 	p, err := h.h.acquire(op)
 	if err != nil {
 		return false, err
 	}
-	r := fn(p, (*C.char)(unsafe.Pointer(&c.spec[0])), &c.ok, &c.e)
+	c := r.c
+	res := fn(p, &c.spec[0], &c.ok, &c.e)
 	h.h.release()
 	runtime.KeepAlive(h)
-	if err := check(op, r, &c.e); err != nil {
+	if err := check(op, res, &c.e); err != nil {
 		return false, err
 	}
 	return bool(c.ok), nil

@@ -1,6 +1,8 @@
 //! CSI v1 client for one driver: one lazily connected gRPC channel over the driver's Unix
-//! socket, reused for every RPC (upstream dials per RPC), with node capabilities cached per
-//! connection so a restarted driver is probed again.
+//! socket, reused for every RPC (upstream dials per RPC) and closed once it has been idle for
+//! the host's `idleConnectionSeconds` (a node with many drivers would otherwise hold a socket
+//! and its HTTP/2 buffers per driver forever), with node capabilities cached per connection so
+//! a restarted driver is probed again.
 //!
 //! Knows CSI, not Kubernetes: callers pass plain values and get plain values back.
 
@@ -8,7 +10,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
@@ -34,6 +37,16 @@ const NODE_EXPAND_VOLUME: &str = "/csi.v1.Node/NodeExpandVolume";
 
 /// Linux `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
+
+/// HTTP/2 flow-control windows sized for CSI's messages, which are small: the protocol's
+/// initial 64 KiB, the smallest window grpc-go's `WithInitialWindowSize` accepts, instead of
+/// hyper's bulk-transfer defaults (2 MiB per stream, 5 MiB per connection) that let a driver
+/// make kcsi buffer megabytes per connection. A larger message still passes, a window at a time.
+const WINDOW: u32 = 65_535;
+
+/// Requests that may wait for the connection at once; more wait for room. The kubelet runs
+/// at most a few dozen operations per driver at a time.
+const QUEUE: usize = 64;
 
 /// What `NodeGetInfo` reported.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,12 +107,106 @@ pub struct CsiClient {
 struct Inner {
     driver: String,
     socket: PathBuf,
-    channel: Channel,
-    /// Counts connections the channel opened; a new connection may be a new driver process.
+    /// How long the connection may stay unused before it is closed.
+    idle: Duration,
+    conn: Mutex<Conn>,
+    /// Counts connections opened; a new connection may be a new driver process.
     connections: Arc<AtomicU64>,
     /// Capabilities and the connection count they were probed on.
     caps: Mutex<Option<(u64, NodeCapabilities)>>,
     metrics: CsiRecorder,
+}
+
+/// The open channel, if any, and what decides when it is idle.
+struct Conn {
+    channel: Option<Channel>,
+    /// RPCs holding the channel; it is never closed under them.
+    in_flight: usize,
+    last_used: Instant,
+}
+
+/// One RPC's hold on the channel: while any is held the connection stays open, and the last
+/// one released starts the idle clock.
+struct Lease<'a>(&'a Arc<Inner>);
+
+impl<'a> Lease<'a> {
+    /// The channel for one RPC, opened if the last one was closed for idleness; a new channel
+    /// gets a task that closes it once it has been idle long enough. Must run inside the runtime.
+    fn take(inner: &'a Arc<Inner>) -> (Channel, Lease<'a>) {
+        let mut conn = inner.conn();
+        conn.in_flight += 1;
+        let channel = match &conn.channel {
+            Some(channel) => channel.clone(),
+            None => {
+                let channel = inner.open();
+                conn.channel = Some(channel.clone());
+                tokio::spawn(close_when_idle(Arc::downgrade(inner)));
+                channel
+            }
+        };
+        (channel, Lease(inner))
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let mut conn = self.0.conn();
+        conn.in_flight -= 1;
+        conn.last_used = Instant::now();
+    }
+}
+
+impl Inner {
+    fn conn(&self) -> MutexGuard<'_, Conn> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A lazily connecting channel to the socket. Windows and queue as [`WINDOW`] and
+    /// [`QUEUE`] say. The URI is required by the HTTP/2 layer but never resolved: the
+    /// connector dials the socket. Authority "localhost" as upstream uses.
+    fn open(&self) -> Channel {
+        let path = self.socket.clone();
+        let counter = self.connections.clone();
+        Endpoint::from_static("http://localhost")
+            .initial_stream_window_size(WINDOW)
+            .initial_connection_window_size(WINDOW)
+            .buffer_size(QUEUE)
+            .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+                let path = path.clone();
+                let counter = counter.clone();
+                async move {
+                    let stream = UnixStream::connect(&path)
+                        .await
+                        .map_err(|e| ConnectFailed(dial_error(&path, &e)))?;
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, ConnectFailed>(TokioIo::new(stream))
+                }
+            }))
+    }
+}
+
+/// Drops the channel once no RPC has held it for `idle`; hyper then closes the connection.
+/// Holds the client weakly: a dropped client takes its channel with it.
+async fn close_when_idle(inner: Weak<Inner>) {
+    loop {
+        let wake = {
+            let Some(inner) = inner.upgrade() else { return };
+            let mut conn = inner.conn();
+            let now = Instant::now();
+            let due = conn.last_used + inner.idle;
+            if conn.in_flight > 0 {
+                now + inner.idle
+            } else if due > now {
+                due
+            } else {
+                conn.channel = None;
+                tracing::debug!(driver = %inner.driver, idle = ?inner.idle, "closed the idle connection to the CSI driver");
+                crate::runtime::release_memory_soon();
+                return;
+            }
+        };
+        tokio::time::sleep_until(wake).await;
+    }
 }
 
 /// Marks errors that happened before any driver answered, so they are never taken for a
@@ -116,34 +223,26 @@ impl std::fmt::Display for ConnectFailed {
 impl std::error::Error for ConnectFailed {}
 
 impl CsiClient {
-    /// A client for `driver` at `endpoint` that records its RPCs in `telemetry`. Connects
-    /// lazily; must run inside the runtime.
-    pub fn new(driver: &str, endpoint: &str, telemetry: Telemetry) -> Result<CsiClient> {
+    /// A client for `driver` at `endpoint` that records its RPCs in `telemetry` and closes its
+    /// connection after `idle` without RPCs. Connects lazily, reconnects on the next RPC.
+    pub fn new(
+        driver: &str,
+        endpoint: &str,
+        telemetry: Telemetry,
+        idle: Duration,
+    ) -> Result<CsiClient> {
         let socket = socket_path(endpoint)?;
-        let connections = Arc::new(AtomicU64::new(0));
-        let counter = connections.clone();
-        let path = socket.clone();
-        // The URI is required by the HTTP/2 layer but never resolved: the connector dials the
-        // socket. Authority "localhost" as upstream uses.
-        let channel = Endpoint::from_static("http://localhost").connect_with_connector_lazy(
-            tower::service_fn(move |_: Uri| {
-                let path = path.clone();
-                let counter = counter.clone();
-                async move {
-                    let stream = UnixStream::connect(&path)
-                        .await
-                        .map_err(|e| ConnectFailed(dial_error(&path, &e)))?;
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    Ok::<_, ConnectFailed>(TokioIo::new(stream))
-                }
-            }),
-        );
         Ok(CsiClient {
             inner: Arc::new(Inner {
                 driver: driver.to_string(),
                 socket,
-                channel,
-                connections,
+                idle,
+                conn: Mutex::new(Conn {
+                    channel: None,
+                    in_flight: 0,
+                    last_used: Instant::now(),
+                }),
+                connections: Arc::new(AtomicU64::new(0)),
                 caps: Mutex::new(None),
                 metrics: telemetry.csi_recorder(driver),
             }),
@@ -192,8 +291,10 @@ impl CsiClient {
                 self.record(method, volume_id, NON_GRPC, start);
                 return Err(self.timeout(short));
             }
-            let client = NodeClient::new(self.inner.channel.clone());
-            let result = tokio::time::timeout_at(deadline, rpc(client, remaining)).await;
+            let (channel, lease) = Lease::take(&self.inner);
+            let result =
+                tokio::time::timeout_at(deadline, rpc(NodeClient::new(channel), remaining)).await;
+            drop(lease);
             match result {
                 Err(_) => {
                     self.record(method, volume_id, code_name(Code::DeadlineExceeded), start);

@@ -74,7 +74,12 @@ async fn register_once(
                 name: name.to_string(),
                 endpoint: endpoint.to_string(),
                 version: version.clone(),
-                client: CsiClient::new(name, endpoint, host.telemetry.clone())?,
+                client: CsiClient::new(
+                    name,
+                    endpoint,
+                    host.telemetry.clone(),
+                    host.config.idle_connection,
+                )?,
                 node_info: None,
                 generation,
             })

@@ -279,6 +279,22 @@ impl DriverProcess {
         })
     }
 
+    /// The connections the driver holds open on its socket, by socket inode: accepted sockets
+    /// carry the listener's path in /proc/net/unix, and a new connection has a new inode.
+    pub fn connections(&self) -> Vec<u64> {
+        let path = self.socket.display().to_string();
+        std::fs::read_to_string("/proc/net/unix")
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                // Num RefCount Protocol Flags Type St Inode Path; St 03 is connected.
+                let f: Vec<&str> = line.split_whitespace().collect();
+                (f.len() == 8 && f[7] == path && f[5] == "03").then(|| f[6].parse().ok())?
+            })
+            .collect()
+    }
+
     /// Runs one client call on a fresh connection to the driver's socket.
     fn rpc<T, F: std::future::Future<Output = T>>(
         &self,

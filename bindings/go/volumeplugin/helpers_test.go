@@ -76,7 +76,7 @@ func hostpathCSIDriver() *storagev1.CSIDriver {
 	}
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the hostpath driver mounts")
@@ -131,7 +131,7 @@ func newEnv(t *testing.T) *env {
 
 	e.plugin = New(Config{CSIDrivers: []any{hostpathCSIDriver()}})
 	t.Cleanup(e.plugin.Close)
-	e.host = volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, root, nil, []volume.VolumePlugin{e.plugin}, nodeName, nil, nil)
+	e.host = volumetest.NewFakeKubeletVolumeHostWithCSINodeName(asT(t), root, nil, []volume.VolumePlugin{e.plugin}, nodeName, nil, nil)
 	h := e.plugin.RegistrationHandler()
 	if err := h.ValidatePlugin(driverName, e.socket, []string{"1.0.0"}); err != nil {
 		t.Fatal(err)
@@ -143,8 +143,17 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// asT is t for volumetest's constructors, which take a *testing.T: a benchmark's failures
+// there surface as a panic of the zero T instead.
+func asT(t testing.TB) *testing.T {
+	if tt, ok := t.(*testing.T); ok {
+		return tt
+	}
+	return &testing.T{}
+}
+
 // createVolume makes a volume in the driver, as the external provisioner would.
-func (e *env) createVolume(t *testing.T, name string, block bool) string {
+func (e *env) createVolume(t testing.TB, name string, block bool) string {
 	t.Helper()
 	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
 	if block {

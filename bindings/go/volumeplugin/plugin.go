@@ -180,7 +180,10 @@ func (p *Plugin) ready() (*kcsi.Host, error) {
 
 func (p *Plugin) GetPluginName() string { return PluginName }
 
-// GetVolumeName is "<driver>^<volumeHandle>" of a CSI PersistentVolume spec.
+// GetVolumeName is "<driver>^<volumeHandle>" of a CSI PersistentVolume spec. The kubelet's
+// reconciler asks it of every volume every 100 ms, so a plain CSI PersistentVolume, the
+// common case, is named here, as kcsi_get_volume_name names it, without a call into kcsi;
+// kcsi answers every other spec (with its error for the ones that have no name).
 func (p *Plugin) GetVolumeName(spec *volume.Spec) (string, error) {
 	h, err := p.ready()
 	if err != nil {
@@ -189,17 +192,21 @@ func (p *Plugin) GetVolumeName(spec *volume.Spec) (string, error) {
 	if spec == nil {
 		return "", invalid("GetVolumeName: volume spec is nil")
 	}
+	if pv := spec.PersistentVolume; pv != nil && pv.Spec.CSI != nil && spec.Volume == nil {
+		return pv.Spec.CSI.Driver + "^" + pv.Spec.CSI.VolumeHandle, nil
+	}
 	return withHead(spec, h.VolumeName)
 }
 
-// CanSupport reports whether the spec has a CSI source.
+// CanSupport reports whether the spec has a CSI source. That needs nothing but the spec, so
+// it is answered here, by upstream's (and kcsi_can_support's) rule, without a call into kcsi:
+// the kubelet asks it of every volume, for every plugin, on every reconcile.
 func (p *Plugin) CanSupport(spec *volume.Spec) bool {
-	h, err := p.ready()
-	if err != nil || spec == nil {
+	if p.kcsi.Load() == nil || spec == nil {
 		return false
 	}
-	ok, err := withHead(spec, h.CanSupport)
-	return err == nil && ok
+	return (spec.PersistentVolume != nil && spec.PersistentVolume.Spec.CSI != nil) ||
+		(spec.Volume != nil && spec.Volume.CSI != nil)
 }
 
 // RequiresRemount is the CSIDriver's requiresRepublish; false when it cannot be found.

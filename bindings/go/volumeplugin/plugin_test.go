@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/volume"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 	volumetypes "k8s.io/kubernetes/pkg/volume/util/types"
@@ -166,6 +167,47 @@ func TestQueriesAnswerLikeUpstream(t *testing.T) {
 	}
 	if ok, err := p.SupportsSELinuxContextMount(pv); err != nil || ok {
 		t.Errorf("SupportsSELinuxContextMount = %v, %v", ok, err)
+	}
+}
+
+// GetVolumeName and CanSupport answer common specs in Go: the answers (and whether there is an
+// error) must be kcsi's own, through the C API with the whole spec, and upstream's.
+func TestGoAnsweredQueriesAgreeWithKcsiAndUpstream(t *testing.T) {
+	p := New(Config{CSIDrivers: []any{hostpathCSIDriver()}})
+	t.Cleanup(p.Close)
+	volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, []volume.VolumePlugin{p}, nodeName, nil, nil)
+	up := upstreamPlugin(t, t.TempDir())
+	inline := &v1.Volume{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: driverName}}}
+	both := pvSpec("both", "h", false)
+	both.Volume = inline
+	specs := map[string]*volume.Spec{
+		"csi pv":         pvSpec("pv", "h", false),
+		"odd handle":     pvSpec("pv", `odd"handle\with/chars-ü^x`, false),
+		"empty handle":   pvSpec("pv", "", false),
+		"inline":         volume.NewSpecFromVolume(inline),
+		"pv without csi": volume.NewSpecFromPersistentVolume(&v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "nfs"}}, false),
+		"both":           both,
+		"empty":          {},
+	}
+	for name, spec := range specs {
+		s, err := kcsiSpec(spec)
+		var kName string
+		var kNameErr error
+		kSupport := false
+		if err == nil {
+			kName, kNameErr = p.Host().VolumeName(s)
+			kSupport, _ = p.Host().CanSupport(s)
+		} else {
+			kNameErr = err
+		}
+		got, gotErr := p.GetVolumeName(spec)
+		upName, upErr := up.GetVolumeName(spec)
+		if got != kName || (gotErr == nil) != (kNameErr == nil) || got != upName || (gotErr == nil) != (upErr == nil) {
+			t.Errorf("%s: GetVolumeName = %q, %v; kcsi's C API %q, %v; upstream %q, %v", name, got, gotErr, kName, kNameErr, upName, upErr)
+		}
+		if p.CanSupport(spec) != kSupport || kSupport != up.CanSupport(spec) {
+			t.Errorf("%s: CanSupport = %v; kcsi's C API %v; upstream %v", name, p.CanSupport(spec), kSupport, up.CanSupport(spec))
+		}
 	}
 }
 

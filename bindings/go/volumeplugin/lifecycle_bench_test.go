@@ -1,0 +1,341 @@
+package volumeplugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/volume"
+	upstreamcsi "k8s.io/kubernetes/pkg/volume/csi"
+)
+
+// BenchmarkLifecycleVsUpstream takes volumes through their node lifecycle (MountDevice, SetUp,
+// TearDown, UnmountDevice; hostpath's CSIDriver needs no attach) in this one process, on one
+// real hostpath driver, three ways:
+//   - kcsi: this package's plugin, kcsi through its Go binding;
+//   - upstream: pkg/volume/csi v1.36.3 as the kubelet sets it up (see upstreamPlugin);
+//   - floor: the driver's RPCs alone (NodeStage, NodePublish, NodeUnpublish, NodeUnstage) on
+//     one persistent grpc-go connection, plus the directories the kubelet creates: what any
+//     plugin must spend.
+//
+// Each round runs the three in turn, sequentially and 16 at a time, in ABBA order (floor kcsi
+// upstream, then the reverse) so drift on a shared machine hits all alike; figures are medians
+// over the rounds. It prints ms per volume, the overhead above the floor, dials per lifecycle
+// (counted in a separate pass through a relay in front of the driver's socket, so the timed
+// passes go straight to the driver) and memory. Goal: kcsi's overhead above the floor at most a
+// fifth of upstream's and within 10 % of the floor. It ignores b.N: run it with -benchtime=1x
+// (make bench-upstream). Figures are printed, never asserted.
+func BenchmarkLifecycleVsUpstream(b *testing.B) {
+	const (
+		volumes    = 16 // also the parallelism
+		sequential = 12
+		parRounds  = 2
+		rounds     = 4
+		dialPasses = 4
+	)
+	e := newEnv(b)
+	upRoot := b.TempDir()
+	b.Cleanup(func() { unmountUnder(b, upRoot) })
+	up := upstreamPlugin(b, upRoot)
+	timeout := 10 * time.Second
+	if err := upstreamcsi.PluginHandler.RegisterPlugin(driverName, e.socket, []string{"1.0.0"}, &timeout); err != nil {
+		b.Fatal(err)
+	}
+	handles := make([]string, volumes)
+	for i := range handles {
+		handles[i] = e.createVolume(b, fmt.Sprintf("bench-%d", i), false)
+	}
+	floor := floorLifecycle{root: filepath.Join(e.root, "floor"), conn: e.csi}
+	contenders := []*lifecycleFigures{
+		{name: "floor", run: floor.run},
+		{name: "kcsi", run: pluginLifecycle(e.plugin)},
+		{name: "upstream", run: pluginLifecycle(up)},
+	}
+	for _, c := range contenders { // warm-up: first dials, first directories, lazy set-up
+		if err := c.run(0, handles[0], "warm"); err != nil {
+			b.Fatalf("%s: %v", c.name, err)
+		}
+	}
+	rssBefore := rssMiB()
+	for r := range rounds {
+		order := slices.Clone(contenders)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, c := range order {
+			if err := c.measure(r, handles, sequential, parRounds); err != nil {
+				b.Fatalf("%s: %v", c.name, err)
+			}
+		}
+	}
+	rssAfter := rssMiB()
+
+	// Dials: every contender re-pointed at a counting relay in front of the driver's socket.
+	relay := startRelay(b, filepath.Join(e.root, "relay.sock"), e.socket)
+	kh := e.plugin.RegistrationHandler()
+	kh.DeRegisterPlugin(driverName, e.socket)
+	upstreamcsi.PluginHandler.DeRegisterPlugin(driverName, e.socket)
+	if err := kh.RegisterPlugin(driverName, relay.path, []string{"1.0.0"}, &timeout); err != nil {
+		b.Fatal(err)
+	}
+	if err := upstreamcsi.PluginHandler.RegisterPlugin(driverName, relay.path, []string{"1.0.0"}, &timeout); err != nil {
+		b.Fatal(err)
+	}
+	relayed, err := grpc.NewClient("unix://"+relay.path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer relayed.Close()
+	floor.conn = relayed
+	contenders[0].run = floor.run
+	for _, c := range contenders {
+		if err := c.run(0, handles[0], "dial-warm"); err != nil {
+			b.Fatalf("%s through the relay: %v", c.name, err)
+		}
+		before := relay.dials.Load()
+		for i := range dialPasses {
+			if err := c.run(i, handles[i], fmt.Sprintf("dial-%d", i)); err != nil {
+				b.Fatalf("%s through the relay: %v", c.name, err)
+			}
+		}
+		c.dials = float64(relay.dials.Load()-before) / dialPasses
+	}
+
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\nfilesystem lifecycle (MountDevice, SetUp, TearDown, UnmountDevice), one hostpath driver, %d CPUs, load %s",
+		runtime.NumCPU(), load)
+	fmt.Printf("medians of %d interleaved rounds; sequential: median of %d lifecycles per round; parallel: %d at once, %d times per round, wall time per volume\n",
+		rounds, sequential, volumes, parRounds)
+	fmt.Printf("%-9s %12s %12s %12s %12s %10s %12s\n", "", "seq ms/vol", "over floor", "par ms/vol", "over floor", "dials/vol", "Go KiB/vol")
+	fl := contenders[0]
+	for _, c := range contenders {
+		fmt.Printf("%-9s %12.3f %12.3f %12.3f %12.3f %10.1f %12.1f\n", c.name, median(c.seq), median(c.seq)-median(fl.seq),
+			median(c.par), median(c.par)-median(fl.par), c.dials, c.goKiB)
+	}
+	k, u := contenders[1], contenders[2]
+	for _, m := range []struct {
+		name string
+		get  func(*lifecycleFigures) float64
+	}{{"sequential", func(c *lifecycleFigures) float64 { return median(c.seq) }}, {"parallel", func(c *lifecycleFigures) float64 { return median(c.par) }}} {
+		over := func(c *lifecycleFigures) float64 { return m.get(c) - m.get(fl) }
+		fmt.Printf("%s: kcsi's overhead is %.2f of upstream's (goal <= 0.20) and %.1f %% of the floor (goal <= 10 %%)\n",
+			m.name, over(k)/over(u), 100*over(k)/m.get(fl))
+	}
+	fmt.Printf("process RSS %.1f MiB before the rounds, %.1f MiB after (Go heap in use %.1f MiB; the rest is kcsi's Rust side, cgo and the binary)\n",
+		rssBefore, rssAfter, goHeapMiB())
+}
+
+// lifecycleFigures is one contender's lifecycle and what was measured of it.
+type lifecycleFigures struct {
+	name     string
+	run      func(i int, handle, tag string) error
+	seq, par []float64 // ms per volume, one entry per round
+	dials    float64
+	goKiB    float64 // Go heap allocated per lifecycle, first round
+}
+
+// measure runs one round: sequential lifecycles (their median), then parallel ones (wall time
+// per volume).
+func (c *lifecycleFigures) measure(round int, handles []string, sequential, parRounds int) error {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	allocated := ms.TotalAlloc
+	times := make([]float64, sequential)
+	for i := range times {
+		start := time.Now()
+		if err := c.run(i%len(handles), handles[i%len(handles)], fmt.Sprintf("s%d-%d", round, i)); err != nil {
+			return err
+		}
+		times[i] = float64(time.Since(start).Microseconds()) / 1000
+	}
+	if round == 0 {
+		runtime.ReadMemStats(&ms)
+		c.goKiB = float64(ms.TotalAlloc-allocated) / 1024 / float64(sequential)
+	}
+	c.seq = append(c.seq, median(times))
+	start := time.Now()
+	for p := range parRounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, len(handles))
+		for i, h := range handles {
+			wg.Go(func() {
+				if err := c.run(i, h, fmt.Sprintf("p%d-%d-%d", round, p, i)); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	c.par = append(c.par, float64(time.Since(start).Microseconds())/1000/float64(parRounds*len(handles)))
+	return nil
+}
+
+// pluginLifecycle is one volume's node lifecycle through a kubelet volume plugin's interfaces,
+// as the kubelet's operation executor calls them.
+func pluginLifecycle(p volume.VolumePlugin) func(i int, handle, tag string) error {
+	dp := p.(volume.DeviceMountableVolumePlugin)
+	return func(i int, handle, tag string) error {
+		spec := pvSpec(fmt.Sprintf("pv-bench-%d", i), handle, false)
+		pod := &v1.Pod{}
+		pod.Name, pod.Namespace, pod.UID = "bench-"+tag, "default", types.UID(benchUID(tag))
+		dm, err := dp.NewDeviceMounter()
+		if err != nil {
+			return err
+		}
+		dmp, err := dm.GetDeviceMountPath(spec)
+		if err != nil {
+			return err
+		}
+		if err := dm.MountDevice(spec, "", dmp, volume.DeviceMounterArgs{}); err != nil {
+			return fmt.Errorf("MountDevice: %w", err)
+		}
+		m, err := p.NewMounter(spec, pod)
+		if err != nil {
+			return err
+		}
+		if err := m.SetUp(volume.MounterArgs{}); err != nil {
+			return fmt.Errorf("SetUp: %w", err)
+		}
+		u, err := p.NewUnmounter(spec.Name(), pod.UID)
+		if err != nil {
+			return err
+		}
+		if err := u.TearDown(); err != nil {
+			return fmt.Errorf("TearDown: %w", err)
+		}
+		du, err := dp.NewDeviceUnmounter()
+		if err != nil {
+			return err
+		}
+		if err := du.UnmountDevice(dmp); err != nil {
+			return fmt.Errorf("UnmountDevice: %w", err)
+		}
+		return nil
+	}
+}
+
+// benchUID is a pod UID unique to tag, in the UID's usual form.
+func benchUID(tag string) string {
+	h := fmt.Sprintf("%032x", []byte(tag))
+	h = h[len(h)-32:]
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// floorLifecycle is the driver's work without a plugin: the four RPCs on one connection and
+// the staging directory the kubelet creates (the driver creates and removes the target).
+type floorLifecycle struct {
+	root string
+	conn *grpc.ClientConn
+}
+
+func (f floorLifecycle) run(_ int, handle, tag string) error {
+	dir := filepath.Join(f.root, tag)
+	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return err
+	}
+	c := csi.NewNodeClient(f.conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	capability := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	if _, err := c.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: handle, StagingTargetPath: staging, VolumeCapability: capability}); err != nil {
+		return err
+	}
+	if _, err := c.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: handle, StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability}); err != nil {
+		return err
+	}
+	if _, err := c.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
+		return err
+	}
+	if _, err := c.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
+// relay forwards connections on path to the driver's socket, counting them: a plugin's dials
+// seen from outside the plugin.
+type relay struct {
+	path  string
+	dials atomic.Int64
+}
+
+func startRelay(tb testing.TB, path, target string) *relay {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	r := &relay{path: path}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r.dials.Add(1)
+			go forward(c, target)
+		}
+	}()
+	return r
+}
+
+func forward(c net.Conn, target string) {
+	defer c.Close()
+	d, err := net.Dial("unix", target)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	go func() {
+		io.Copy(d, c)
+		d.(*net.UnixConn).CloseWrite()
+	}()
+	io.Copy(c, d)
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func rssMiB() float64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kib float64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kib)
+			return kib / 1024
+		}
+	}
+	return 0
+}
+
+func goHeapMiB() float64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapInuse) / (1 << 20)
+}
