@@ -133,6 +133,11 @@ func (z *normalizer) fileLines(root string) []string {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, path)
+		if _, ok := allowedEmptyDirs[rel]; ok && d.IsDir() {
+			if entries, err := os.ReadDir(path); err == nil && len(entries) == 0 {
+				return filepath.SkipDir
+			}
+		}
 		parts := strings.Split(rel, string(filepath.Separator))
 		keep := false
 		switch {
