@@ -360,9 +360,8 @@ fn describe_leftovers(env: &Env, handle: &str, pod_dir: &Path, sha_dir: &Path) -
     }
 }
 
-/// Starts `kill_loop_child` republishing on `env`'s root and driver, waits until it is ready, lets it run
-/// for a random while below `max_micros`, and SIGKILLs it.
-fn run_and_kill_republisher(env: &Env, handle: &str, ready: &Path, max_micros: u64) {
+/// `kill_loop_child` as a separate process on `env`'s root, driver and volume.
+fn kill_loop_command(env: &Env, handle: &str) -> Command {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args([
@@ -375,11 +374,19 @@ fn run_and_kill_republisher(env: &Env, handle: &str, ready: &Path, max_micros: u
         .env("KCSI_KILL_ROOT", env.root())
         .env("KCSI_KILL_ENDPOINT", env.driver.endpoint())
         .env("KCSI_KILL_HANDLE", handle)
-        .env("KCSI_KILL_READY", ready)
-        .env("KCSI_KILL_REPUBLISH", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let mut child = command.spawn().unwrap();
+    command
+}
+
+/// Starts `kill_loop_child` republishing, waits until it is ready, lets it run for a random
+/// while below `max_micros`, and SIGKILLs it.
+fn run_and_kill_republisher(env: &Env, handle: &str, ready: &Path, max_micros: u64) {
+    let mut child = kill_loop_command(env, handle)
+        .env("KCSI_KILL_READY", ready)
+        .env("KCSI_KILL_REPUBLISH", "1")
+        .spawn()
+        .unwrap();
     wait_for("the child host", Duration::from_secs(30), || ready.exists());
     std::thread::sleep(Duration::from_micros(fastrand::u64(0..max_micros)));
     child.kill().unwrap();
@@ -452,20 +459,8 @@ fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
     for i in 0..KILLS {
         let (aim, aim_name) = PHASES[i % PHASES.len()];
         let phases = scratch.path().join(format!("phases-{i}"));
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "kill_loop_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("KCSI_KILL_ROOT", env.root())
-            .env("KCSI_KILL_ENDPOINT", env.driver.endpoint())
-            .env("KCSI_KILL_HANDLE", &handle)
+        let mut child = kill_loop_command(&env, &handle)
             .env("KCSI_KILL_PHASES", &phases)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         // Kill as soon as the child enters the aimed-at phase, or a little into it.
