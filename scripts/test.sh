@@ -28,7 +28,7 @@ run fmt cargo fmt --all -- --check
 run clippy cargo clippy --workspace --all-targets -- -D warnings
 run header make --no-print-directory check-header
 run layers scripts/check-layers.sh
-run peers cargo test --test peer_smoke   # the peers themselves (csi-sanity on hostpath), not kcsi
+run peers cargo test --workspace --test peer_smoke   # the peers themselves (csi-sanity on hostpath), not kcsi
 run rust scripts/test-rust.sh
 run build make --no-print-directory build
 run python scripts/test-python.sh
