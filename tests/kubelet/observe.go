@@ -119,7 +119,15 @@ func (z *normalizer) callLines(calls []call) (compared []string, counts map[stri
 			continue
 		}
 		b, _ := json.Marshal(c.Request) // sorted keys
-		compared = append(compared, c.Method+" "+z.apply(string(b)))
+		line := c.Method + " " + z.apply(string(b))
+		// A republish (requiresRepublish) repeats the last NodePublishVolume exactly; how many
+		// repeats a snapshot holds depends on when the kubelet's pod syncs ran, so repeats are
+		// counted apart (allowlisted) and the request itself is compared once.
+		if c.Method == "NodePublishVolume" && len(compared) > 0 && compared[len(compared)-1] == line {
+			counts["NodePublishVolume republish"]++
+			continue
+		}
+		compared = append(compared, line)
 	}
 	return compared, counts
 }
