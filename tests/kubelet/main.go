@@ -4,6 +4,9 @@
 //	kubelet-e2e kubelet -plugin kcsi|upstream -root DIR -kubeconfig FILE -node NAME
 //	    runs one kubelet (cmd/kubelet/app.RunKubelet, as kubemark's hollow node does) with
 //	    the real mounter, host utils, subpather and prober, and fakes only for containers.
+//	kubelet-e2e controller -plugin kcsi|upstream -kubeconfig FILE -flex-dir DIR
+//	    runs the real attach/detach controller (pkg/controller/volume/attachdetach) as
+//	    kube-controller-manager starts it, with kcsi's or upstream's attachable plugins.
 //	kubelet-e2e run -repo DIR -work DIR [-scenarios a,b] [-bench N]
 //	    the suite: a real kube-apiserver + etcd, then for each plugin the real hostpath
 //	    driver, node-driver-registrar and a kubelet process; every scenario runs with both
@@ -18,17 +21,19 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kubelet-e2e kubelet|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kubelet-e2e kubelet|controller|run [flags]")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "kubelet":
 		err = runKubelet(os.Args[2:])
+	case "controller":
+		err = runController(os.Args[2:])
 	case "run":
 		err = runSuite(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (want kubelet or run)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want kubelet, controller or run)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubelet-e2e:", err)

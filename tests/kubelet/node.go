@@ -37,6 +37,9 @@ type node struct {
 	driver, registrar, kubelet *exec.Cmd
 	driverLog                  string
 	csi                        *grpc.ClientConn
+	// attach is the driver that needs attaching, with its external-attacher and the
+	// attach/detach controller (attach.go).
+	attach *attachStack
 }
 
 func (s *suite) newNode(plugin string) *node {
@@ -105,7 +108,11 @@ func (n *node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node-driver-registrar: %w", err)
 	}
-	return n.startKubelet(ctx)
+	if err := n.startKubelet(ctx); err != nil {
+		return err
+	}
+	n.attach = n.newAttachStack()
+	return n.attach.start(ctx)
 }
 
 func (n *node) startKubelet(ctx context.Context) error {
@@ -150,6 +157,9 @@ func (n *node) stopKubelet() {
 // stop stops the processes and leaves nothing mounted: the kubelet bind-mounts its root onto
 // itself (rshared) and keeps it, and a failed scenario may leave volumes published.
 func (n *node) stop() {
+	if n.attach != nil {
+		n.attach.stop()
+	}
 	n.stopKubelet()
 	stopProc(n.registrar)
 	if n.csi != nil {
@@ -188,15 +198,15 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 	}
 }
 
-// createVolume makes a volume in the driver, as the external provisioner would.
-func (n *node) createVolume(ctx context.Context, name string, block bool) (string, error) {
+// createVolume makes a volume in the driver behind conn, as the external provisioner would.
+func createVolume(ctx context.Context, conn *grpc.ClientConn, name string, block bool) (string, error) {
 	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
 	if block {
 		capability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
 	} else {
 		capability.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}}
 	}
-	resp, err := csi.NewControllerClient(n.csi).CreateVolume(ctx, &csi.CreateVolumeRequest{
+	resp, err := csi.NewControllerClient(conn).CreateVolume(ctx, &csi.CreateVolumeRequest{
 		Name: name, VolumeCapabilities: []*csi.VolumeCapability{capability},
 		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20},
 	})
@@ -206,8 +216,8 @@ func (n *node) createVolume(ctx context.Context, name string, block bool) (strin
 	return resp.Volume.VolumeId, nil
 }
 
-func (n *node) deleteVolume(ctx context.Context, handle string) error {
-	_, err := csi.NewControllerClient(n.csi).DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: handle})
+func deleteVolume(ctx context.Context, conn *grpc.ClientConn, handle string) error {
+	_, err := csi.NewControllerClient(conn).DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: handle})
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,19 +29,24 @@ func hostpathCSIDriver() *storagev1.CSIDriver {
 	}
 }
 
-// claim is a PV pre-bound to a PVC, bound by hand: no controller-manager runs.
+// claim is a PV pre-bound to a PVC, bound by hand: no persistent volume controller runs.
 type claim struct {
 	pv, pvc, handle string
+	driver          *grpc.ClientConn // where the volume was created
 }
 
-// createClaim makes the driver's volume and a PV and PVC bound to each other; edit, if given,
-// changes both before they are created.
+// createClaim makes the main driver's volume and a PV and PVC bound to each other; edit, if
+// given, changes both before they are created.
 func (n *node) createClaim(ctx context.Context, name string, block bool, edit ...func(*v1.PersistentVolume, *v1.PersistentVolumeClaim)) (*claim, error) {
-	handle, err := n.createVolume(ctx, n.plugin+"-"+name, block)
+	return n.createClaimOn(ctx, n.csi, driverName, name, block, edit...)
+}
+
+func (n *node) createClaimOn(ctx context.Context, conn *grpc.ClientConn, driver, name string, block bool, edit ...func(*v1.PersistentVolume, *v1.PersistentVolumeClaim)) (*claim, error) {
+	handle, err := createVolume(ctx, conn, n.plugin+"-"+name, block)
 	if err != nil {
 		return nil, err
 	}
-	c := &claim{pv: "pv-" + name + "-" + n.plugin, pvc: "pvc-" + name, handle: handle}
+	c := &claim{pv: "pv-" + name + "-" + n.plugin, pvc: "pvc-" + name, handle: handle, driver: conn}
 	mode := v1.PersistentVolumeFilesystem
 	if block {
 		mode = v1.PersistentVolumeBlock
@@ -55,7 +61,7 @@ func (n *node) createClaim(ctx context.Context, name string, block bool, edit ..
 			VolumeMode:                    &mode,
 			ClaimRef:                      &v1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: n.ns, Name: c.pvc},
 			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
-				Driver: driverName, VolumeHandle: handle,
+				Driver: driver, VolumeHandle: handle,
 				VolumeAttributes: map[string]string{"kind": map[bool]string{true: "block", false: "file"}[block]},
 			}},
 		},
@@ -112,7 +118,7 @@ func (n *node) deleteClaim(ctx context.Context, c *claim) error {
 	if err := n.s.client.CoreV1().PersistentVolumes().Delete(ctx, c.pv, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
 		return err
 	}
-	return n.deleteVolume(ctx, c.handle)
+	return deleteVolume(ctx, c.driver, c.handle)
 }
 
 // pod is a one-container pod bound to the node (no scheduler runs).

@@ -19,7 +19,11 @@ func (n *node) objectLines(ctx context.Context, z *normalizer) []string {
 		return []string{"pods: " + err.Error()}
 	}
 	for _, p := range pods.Items {
-		lines = append(lines, fmt.Sprintf("Pod %s phase %s", p.Name, p.Status.Phase))
+		line := fmt.Sprintf("Pod %s phase %s", p.Name, p.Status.Phase)
+		if p.Status.Reason != "" {
+			line += " reason " + p.Status.Reason
+		}
+		lines = append(lines, line)
 	}
 	pvcs, err := n.s.client.CoreV1().PersistentVolumeClaims(n.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {

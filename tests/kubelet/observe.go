@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -28,27 +29,40 @@ type call struct {
 var stateful = map[string]bool{
 	"NodeStageVolume": true, "NodeUnstageVolume": true, "NodePublishVolume": true,
 	"NodeUnpublishVolume": true, "NodeGetInfo": true, "NodeExpandVolume": true,
+	"ControllerPublishVolume": true, "ControllerUnpublishVolume": true,
 }
 
-// logMark is a position in the driver's log.
-type logMark int64
+// logMark is a position in the node's drivers' logs: the main driver's and, while it runs,
+// the attach driver's.
+type logMark struct{ main, attach int64 }
 
 func (n *node) mark() logMark {
-	fi, err := os.Stat(n.driverLog)
+	m := logMark{main: logSize(n.driverLog)}
+	if n.attach != nil {
+		m.attach = logSize(n.attach.log)
+	}
+	return m
+}
+
+func logSize(path string) int64 {
+	fi, err := os.Stat(path)
 	if err != nil {
 		return 0
 	}
-	return logMark(fi.Size())
+	return fi.Size()
 }
 
-// callsSince reads the requests logged after m.
-func (n *node) callsSince(m logMark) []call {
-	f, err := os.Open(n.driverLog)
+// callsSince reads the requests the main driver logged after m.
+func (n *node) callsSince(m logMark) []call { return readCalls(n.driverLog, m.main) }
+
+// readCalls reads the requests a driver logged at offsets after from.
+func readCalls(log string, from int64) []call {
+	f, err := os.Open(log)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	f.Seek(int64(m), 0)
+	f.Seek(from, 0)
 	var calls []call
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -76,14 +90,16 @@ type normalizer struct {
 
 func (n *node) normalizer(uids map[string]string, handles map[string]string) *normalizer {
 	z := &normalizer{}
-	add := func(from, to string) { z.pairs = append(z.pairs, from, to) }
+	add := z.add
 	add(n.root, "<root>")
 	add(n.state, "<state>")
 	for name, h := range handles {
 		sum := sha256.Sum256([]byte(h))
 		add(fmt.Sprintf("%x", sum), "<sha256("+name+")>")
-		att := sha256.Sum256([]byte(h + driverName + n.name))
-		add(fmt.Sprintf("csi-%x", att), "<attachment("+name+")>")
+		for _, d := range []string{driverName, attachDriverName} {
+			att := sha256.Sum256([]byte(h + d + n.name))
+			add(fmt.Sprintf("csi-%x", att), "<attachment("+name+")>")
+		}
 		add(h, "<handle("+name+")>")
 		add("pv-"+name+"-"+n.plugin, "pv-"+name+"-<plugin>")
 	}
@@ -94,6 +110,9 @@ func (n *node) normalizer(uids map[string]string, handles map[string]string) *no
 	add(n.name, "<node>")
 	return z
 }
+
+// add rewrites from to the placeholder to.
+func (z *normalizer) add(from, to string) { z.pairs = append(z.pairs, from, to) }
 
 var (
 	ephemeralHandle = regexp.MustCompile(`csi-[0-9a-f]{64}`)
@@ -111,27 +130,39 @@ func (z *normalizer) apply(s string) string {
 }
 
 // callLines: stateful requests in order, in full; the others counted by method.
-func (z *normalizer) callLines(calls []call) (compared []string, counts map[string]int) {
+// countOnly names methods that this driver's calls compare by count even if stateful.
+func (z *normalizer) callLines(calls []call, countOnly ...string) (compared []string, counts map[string]int) {
 	counts = map[string]int{}
 	for _, c := range calls {
-		if !stateful[c.Method] {
+		if !stateful[c.Method] || slices.Contains(countOnly, c.Method) {
 			counts[c.Method]++
 			continue
 		}
 		b, _ := json.Marshal(c.Request) // sorted keys
 		line := c.Method + " " + z.apply(string(b))
-		// A republish (requiresRepublish, for fresh tokenRequests tokens) repeats the last
-		// NodePublishVolume exactly; how many repeats a snapshot holds depends on when the
-		// kubelet's pod syncs ran, so those repeats are counted apart (allowlisted) and the
-		// request compared once. Any other repeated publish is compared in full.
-		if c.Method == "NodePublishVolume" && strings.Contains(line, "serviceAccount.tokens") &&
-			len(compared) > 0 && compared[len(compared)-1] == line {
-			counts["NodePublishVolume republish"]++
+		// A republish (requiresRepublish, for fresh tokenRequests tokens) and the
+		// external-attacher's retry of a failed attach repeat the last request exactly; how
+		// many repeats a snapshot holds depends on when the timers fired, so those repeats
+		// are counted apart (allowlisted) and the request compared once. Any other repeated
+		// request is compared in full.
+		if repeat := repeatKind(c.Method, line); repeat != "" && len(compared) > 0 && compared[len(compared)-1] == line {
+			counts[c.Method+" "+repeat]++
 			continue
 		}
 		compared = append(compared, line)
 	}
 	return compared, counts
+}
+
+// repeatKind names the timer an identical repeat of this request comes from, or "".
+func repeatKind(method, line string) string {
+	switch {
+	case method == "NodePublishVolume" && strings.Contains(line, "serviceAccount.tokens"):
+		return "republish"
+	case method == "ControllerPublishVolume":
+		return "retry"
+	}
+	return ""
 }
 
 // fileLines lists what the CSI plugin owns under the kubelet root: pods' volume dirs and the

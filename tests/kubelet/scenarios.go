@@ -46,6 +46,9 @@ func (n *node) snapshot(ctx context.Context, o *observation, prefix string, m lo
 	o.add(prefix+" files", z.fileLines(n.root)...)
 	o.add(prefix+" node objects", n.nodeLines(ctx, z)...)
 	o.add(prefix+" api objects", n.objectLines(ctx, z)...)
+	if n.attach != nil {
+		n.attach.snapshot(ctx, o, prefix, m, z)
+	}
 }
 
 type scenario struct {
@@ -92,6 +95,9 @@ func (n *node) runPod(ctx context.Context, o *observation, pod *v1.Pod, handles 
 	}
 	m = n.mark()
 	if err := n.deletePod(ctx, pod, podTimeout); err != nil {
+		return err
+	}
+	if err := n.attach.waitDetached(ctx); err != nil {
 		return err
 	}
 	n.snapshot(ctx, o, "deleted:", m, z)

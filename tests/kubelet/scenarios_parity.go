@@ -27,12 +27,17 @@ func init() {
 	)
 }
 
-// withCSIDriver changes the suite's CSIDriver for one scenario and returns the undo. Both
-// plugins watch CSIDriver objects; the pause lets their caches catch up.
+// withCSIDriver changes the suite's CSIDriver for one scenario and returns the undo.
 func (n *node) withCSIDriver(ctx context.Context, edit func(*storagev1.CSIDriverSpec)) (func(), error) {
+	return n.withDriverSpec(ctx, hostpathCSIDriver(), edit)
+}
+
+// withDriverSpec changes the CSIDriver object of base (as the suite created it) and returns
+// the undo. Both plugins watch CSIDriver objects; the pause lets their caches catch up.
+func (n *node) withDriverSpec(ctx context.Context, base *storagev1.CSIDriver, edit func(*storagev1.CSIDriverSpec)) (func(), error) {
 	drivers := n.s.client.StorageV1().CSIDrivers()
 	update := func(edit func(*storagev1.CSIDriverSpec)) error {
-		d, err := drivers.Get(ctx, driverName, metav1.GetOptions{})
+		d, err := drivers.Get(ctx, base.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -47,8 +52,8 @@ func (n *node) withCSIDriver(ctx context.Context, edit func(*storagev1.CSIDriver
 		return nil, err
 	}
 	return func() {
-		if err := update(func(s *storagev1.CSIDriverSpec) { *s = hostpathCSIDriver().Spec }); err != nil {
-			fmt.Fprintf(os.Stderr, "kubelet-e2e: restoring the CSIDriver: %v\n", err)
+		if err := update(func(s *storagev1.CSIDriverSpec) { *s = base.Spec }); err != nil {
+			fmt.Fprintf(os.Stderr, "kubelet-e2e: restoring the CSIDriver %s: %v\n", base.Name, err)
 		}
 	}, nil
 }

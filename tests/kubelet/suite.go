@@ -14,6 +14,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -81,8 +82,10 @@ func runSuite(args []string) error {
 	if s.client, err = clientset.NewForConfig(cfg); err != nil {
 		return err
 	}
-	if _, err := s.client.StorageV1().CSIDrivers().Create(ctx, hostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
-		return err
+	for _, d := range []*storagev1.CSIDriver{hostpathCSIDriver(), attachCSIDriver()} {
+		if _, err := s.client.StorageV1().CSIDrivers().Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("kube-apiserver up in %.1f s\n", time.Since(started).Seconds())
 
@@ -104,7 +107,7 @@ func runSuite(args []string) error {
 
 	obs := map[string]map[string]*observation{} // plugin -> scenario -> observation
 	errs := map[string]map[string]error{}
-	benches := map[string]benchResult{}
+	benches, attachBenches := map[string]benchResult{}, map[string]benchResult{}
 	benchErrors := 0
 	for _, plugin := range plugins {
 		obs[plugin], errs[plugin] = map[string]*observation{}, map[string]error{}
@@ -130,12 +133,16 @@ func runSuite(args []string) error {
 			fmt.Printf("[%s] %s: %s (%.1f s)\n", plugin, sc.name, status, time.Since(t).Seconds())
 		}
 		if *bench > 0 {
-			b, err := n.benchmark(ctx, *bench)
-			if err != nil {
-				fmt.Printf("[%s] benchmark: ERROR: %v\n", plugin, err)
-				benchErrors++
-			} else {
-				benches[plugin] = b
+			for _, attach := range []bool{false, true} {
+				b, err := n.benchmark(ctx, *bench, attach)
+				if err != nil {
+					fmt.Printf("[%s] benchmark (attach-required %v): ERROR: %v\n", plugin, attach, err)
+					benchErrors++
+				} else if attach {
+					attachBenches[plugin] = b
+				} else {
+					benches[plugin] = b
+				}
 			}
 		}
 		n.stop()
@@ -146,12 +153,7 @@ func runSuite(args []string) error {
 
 	failed := report(selected, obs, errs, *show)
 	if *bench > 0 {
-		fmt.Printf("\nbenchmark: %d pods, one CSI PVC each, created at once (same run, same machine)\n", *bench)
-		for _, p := range plugins {
-			if b, ok := benches[p]; ok {
-				fmt.Printf("  %-8s all Running %6.1f s   all torn down %6.1f s\n", p, b.running.Seconds(), b.torndown.Seconds())
-			}
-		}
+		printBenchmarks(*bench, benches, attachBenches)
 	}
 	fmt.Printf("\nsuite time %.1f s\n", time.Since(started).Seconds())
 	if failed > 0 || benchErrors > 0 {
