@@ -6,20 +6,25 @@
 # each step printed with what kcsi did and how long it took.
 # Needs root (the driver bind-mounts). It first builds exactly what it runs, one line per
 # step saying what and how long that usually takes: the release library and the `kcsi`
-# command (one cargo invocation, `make build`), the hostpath driver and the registrar
-# (cached outside git; nothing else of the test peers).
+# command (one cargo invocation, `make build`) and, at the same time, the hostpath driver and
+# the registrar (Go, cached outside git; nothing else of the test peers). The Go builds fill
+# the cores cargo leaves idle (its serial link and LTO steps), so they add little.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 if [ "$(id -u)" != 0 ]; then echo "make demo needs root: the hostpath driver mounts" >&2; exit 1; fi
 
 building() { printf '==> demo: building %s\n' "$*"; }
-building "1/3 the real csi-driver-host-path (scripts/peers/build.sh hostpath): 1-6 min the first time (its Kubernetes dependencies; 5.5 min measured on a busy 2-core machine with an empty Go cache), cached after"
-scripts/peers/build.sh hostpath
-building "2/3 the real node-driver-registrar (scripts/peers/build.sh registrar): 1-3 min the first time (3 min measured the same way), cached after"
-scripts/peers/build.sh registrar
-building "3/3 libkcsi.so and the kcsi command (make build, one cargo release build): about 11 min the first time on 2 busy cores (fetching and compiling the dependencies, then thin LTO); seconds after"
-make --no-print-directory build
+peers_log=$(mktemp /tmp/kcsi-demo-peers.XXXXXX.log)
+building "the real csi-driver-host-path and node-driver-registrar in the background (scripts/peers/build.sh; log $peers_log): about 1 min the first time from an empty Go cache, cached after"
+( scripts/peers/build.sh hostpath && scripts/peers/build.sh registrar ) >"$peers_log" 2>&1 &
+peers=$!
+building "libkcsi.so and the kcsi command (make build, one cargo release build): about 10 min the first time on 2 cores (fetching and compiling the dependencies, then thin LTO); seconds after"
+make --no-print-directory build || { kill "$peers" 2>/dev/null; exit 1; }
+if ! wait "$peers"; then
+  echo "==> demo: building the Go peers failed:" >&2; cat "$peers_log" >&2; exit 1
+fi
+rm -f "$peers_log"
 echo "==> demo: built; running"
 echo
 
