@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,10 +18,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// call is one CSI request the driver logged (hostpath -v=5 logs "gRPCCall: {json}").
+// call is one CSI request the driver logged (hostpath -v=5 logs "gRPCCall: {json}") once it
+// answered it; Error is the error it answered with ("" for none).
 type call struct {
 	Method  string
 	Request map[string]any
+	Error   string
 }
 
 // stateful methods are compared request by request; the others (capabilities, probes,
@@ -28,6 +31,7 @@ type call struct {
 var stateful = map[string]bool{
 	"NodeStageVolume": true, "NodeUnstageVolume": true, "NodePublishVolume": true,
 	"NodeUnpublishVolume": true, "NodeGetInfo": true, "NodeExpandVolume": true,
+	"ControllerExpandVolume": true, // the external-resizer's, before the kubelet's NodeExpandVolume
 }
 
 // logMark is a position in the driver's log.
@@ -66,6 +70,18 @@ func (n *node) callsSince(m logMark) []call {
 		calls = append(calls, c)
 	}
 	return calls
+}
+
+// logSince is the driver's log after m, for lines other than requests (e.g. a fault hook's).
+func (n *node) logSince(m logMark) string {
+	f, err := os.Open(n.driverLog)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	f.Seek(int64(m), 0)
+	b, _ := io.ReadAll(f)
+	return string(b)
 }
 
 // normalizer rewrites what legitimately differs between the two runs (node, namespace and
