@@ -21,6 +21,8 @@ make --no-print-directory install PREFIX="$PREFIX" >/dev/null || exit 1
 scripts/peers/path.sh hostpath >/dev/null 2>&1 || scripts/peers/build.sh hostpath || exit 1
 scripts/peers/path.sh registrar >/dev/null 2>&1 || scripts/peers/build.sh registrar || exit 1
 scripts/peers/path.sh attacher >/dev/null 2>&1 || scripts/peers/build.sh attacher || exit 1
+scripts/peers/path.sh resizer >/dev/null 2>&1 || scripts/peers/build.sh resizer || exit 1
+scripts/peers/path.sh faultdriver >/dev/null 2>&1 || scripts/peers/build.sh faultdriver || exit 1
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 

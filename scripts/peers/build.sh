@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/peers/build.sh [hostpath] [registrar] [sanity] [etcd] [apiserver] [mockdriver] [faultdriver] [attacher]
+# Usage: scripts/peers/build.sh [hostpath] [registrar] [sanity] [etcd] [apiserver] [mockdriver] [faultdriver] [attacher] [resizer]
 #        (default: all of them; see versions.sh)
 #
 # Builds kcsi's real test peers from the Go module proxy (a kubernetes-csi peer the proxy

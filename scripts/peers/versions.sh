@@ -9,11 +9,11 @@ KCSI_GO=${KCSI_GO:-$(command -v go || echo /usr/local/go/bin/go)}
 KCSI_GO_VERSION=$("$KCSI_GO" env GOVERSION)
 KCSI_PEERS_CACHE=${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}
 
-KCSI_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver attacher)
+KCSI_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver attacher resizer)
 # What tests use and build by default. The kubernetes-csi peers (hostpath, registrar, sanity)
 # come from the Go module proxy where it serves them, else from the source archives (with
 # their vendor trees) in $KCSI_PEER_ARCHIVES; see build.sh.
-KCSI_DEFAULT_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver attacher)
+KCSI_DEFAULT_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver attacher resizer)
 # Source archives of the kubernetes-csi peers at their tags, used when the proxy refuses them.
 KCSI_PEER_ARCHIVES=${KCSI_PEER_ARCHIVES:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/../shared/peers}
 KCSI_PEERS_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -63,6 +63,18 @@ ATTACHER_STAMP="-X main.version=v4.12.0"
 ATTACHER_ARCHIVE=external-attacher-v4.12.0
 ATTACHER_ARCHIVE_PKG=./cmd/csi-attacher
 
+# external-resizer: the sidecar that turns a PVC size increase into ControllerExpandVolume and
+# updates the PV's capacity, after which the kubelet calls NodeExpandVolume (the suite's expand
+# scenarios).
+RESIZER_MODULE=github.com/kubernetes-csi/external-resizer/v2
+RESIZER_VERSION=v2.2.1
+RESIZER_PKG=$RESIZER_MODULE/cmd/csi-resizer
+RESIZER_BIN=csi-resizer
+RESIZER_STAGING=
+RESIZER_STAMP="-X main.version=v2.2.1"
+RESIZER_ARCHIVE=external-resizer-v2.2.1
+RESIZER_ARCHIVE_PKG=./cmd/csi-resizer
+
 # etcd 3.6 (Debian's 3.4 is too old for kube-apiserver 1.36). Main package is the server module.
 ETCD_MODULE=go.etcd.io/etcd/server/v3
 ETCD_VERSION=v3.6.16
@@ -107,6 +119,7 @@ kcsi_peer_key() {
     mockdriver|csi-mock-driver) echo mockdriver ;;
     faultdriver|csi-fault-driver) echo faultdriver ;;
     attacher|csi-attacher|external-attacher) echo attacher ;;
+    resizer|csi-resizer|external-resizer) echo resizer ;;
     *) echo "kcsi peers: unknown peer '$1' (known: ${KCSI_PEERS[*]})" >&2; return 1 ;;
   esac
 }

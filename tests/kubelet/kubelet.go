@@ -13,7 +13,6 @@ import (
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	remote "k8s.io/cri-client/pkg"
 	fakeremote "k8s.io/cri-client/pkg/fake"
 	"k8s.io/klog/v2"
@@ -187,7 +186,9 @@ func runKubelet(args []string) error {
 		PodStartupLatencyTracker:  kubeletutil.NewPodStartupLatencyTracker(),
 		NodeStartupLatencyTracker: kubeletutil.NewNodeStartupLatencyTracker(),
 		TracerProvider:            noopoteltrace.NewTracerProvider(),
-		Recorder:                  &record.FakeRecorder{},
+		// RunKubelet's own event recorder, sending to the API server, so the suite compares
+		// the reasons of the kubelet's events (FailedMount, FileSystemResizeSuccessful, ...).
+		EventClient: client.CoreV1(),
 	}
 	if err := os.MkdirAll(*logs, 0o755); err != nil {
 		return err

@@ -9,9 +9,17 @@
 //	    kube-controller-manager starts it, with kcsi's or upstream's attachable plugins.
 //	kubelet-e2e run -repo DIR -work DIR [-scenarios a,b] [-bench N]
 //	    the suite: a real kube-apiserver + etcd, then for each plugin the real hostpath
-//	    driver, node-driver-registrar and a kubelet process; every scenario runs with both
-//	    plugins and the suite compares what the driver received, the files under the kubelet
-//	    root and the Node/CSINode objects.
+//	    driver, node-driver-registrar and a kubelet process (sending its events to the API
+//	    server); every scenario runs with both plugins and the suite FAILS on any difference
+//	    not on allowlist.go: the CSI requests the driver received (stateful ones in order and
+//	    in full, the others by count), the files under the kubelet root, the Node/CSINode
+//	    objects, the namespace's pod phases, PVC and PV status and conditions, and the
+//	    reasons of its events; a failed benchmark run fails it too.
+//
+// The expand scenarios (scenarios_expand.go) also run the real external-resizer against
+// the node's driver. Only driver-killed-during-publish (scenarios_driver_kill.go) swaps
+// the real hostpath driver for the project's fault driver, to hold a NodePublishVolume
+// until the driver is killed: no real peer makes such a kill land mid-RPC on demand.
 package main
 
 import (

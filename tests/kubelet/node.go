@@ -81,28 +81,24 @@ func stopProc(cmd *exec.Cmd) {
 	cmd.Process.Kill()
 }
 
+// killProc kills cmd with SIGKILL, as a crash would, and waits until it is gone.
+func killProc(cmd *exec.Cmd) {
+	cmd.Process.Kill()
+	for cmd.Process.Signal(syscall.Signal(0)) == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (n *node) start(ctx context.Context) error {
 	for _, d := range []string{filepath.Dir(n.socket), filepath.Join(n.root, "plugins_registry"), n.state} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return err
 		}
 	}
+	if err := n.startHostpath(ctx); err != nil {
+		return err
+	}
 	var err error
-	n.driver, err = startProc(n.driverLog, n.s.hostpath, "--endpoint=unix://"+n.socket, "--nodeid="+n.name,
-		"--statedir="+n.state, "--drivername="+driverName, "-v=5")
-	if err != nil {
-		return fmt.Errorf("hostpath driver: %w", err)
-	}
-	if err := waitFor(ctx, 20*time.Second, "the driver's socket", func() (bool, error) {
-		_, err := os.Stat(n.socket)
-		return err == nil, nil
-	}); err != nil {
-		return err
-	}
-	n.csi, err = grpc.NewClient("unix://"+n.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
 	n.registrar, err = startProc(filepath.Join(n.dir, "registrar.log"), n.s.registrar, "--csi-address="+n.socket,
 		"--kubelet-registration-path="+n.socket, "--plugin-registration-path="+filepath.Join(n.root, "plugins_registry"), "-v=3")
 	if err != nil {
@@ -113,6 +109,41 @@ func (n *node) start(ctx context.Context) error {
 	}
 	n.attach = n.newAttachStack()
 	return n.attach.start(ctx)
+}
+
+// maxNodeExpansion is the hostpath driver's -max-volume-size-node: NodeExpandVolume above it
+// fails with OutOfRange (while ControllerExpandVolume allows up to 1 TiB), the real driver's
+// own way to refuse an expansion on the node (scenario expand-refused).
+const maxNodeExpansion = 1 << 30
+
+// startHostpath starts the node's real hostpath driver.
+func (n *node) startHostpath(ctx context.Context) error {
+	return n.startDriver(ctx, n.s.hostpath, "--endpoint=unix://"+n.socket, "--nodeid="+n.name,
+		"--statedir="+n.state, "--drivername="+driverName, fmt.Sprintf("--max-volume-size-node=%d", maxNodeExpansion), "-v=5")
+}
+
+// startDriver starts a CSI driver on the node's socket, logging to the node's driver log, and
+// connects the suite's own client to it afresh (a connection to a driver that went away may
+// sit in reconnect backoff).
+func (n *node) startDriver(ctx context.Context, bin string, args ...string) error {
+	if err := os.Remove(n.socket); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	var err error
+	if n.driver, err = startProc(n.driverLog, bin, args...); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(bin), err)
+	}
+	if err := waitFor(ctx, 20*time.Second, "the driver's socket", func() (bool, error) {
+		_, err := os.Stat(n.socket)
+		return err == nil, nil
+	}); err != nil {
+		return err
+	}
+	if n.csi != nil {
+		n.csi.Close()
+	}
+	n.csi, err = grpc.NewClient("unix://"+n.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return err
 }
 
 func (n *node) startKubelet(ctx context.Context) error {
@@ -214,6 +245,14 @@ func createVolume(ctx context.Context, conn *grpc.ClientConn, name string, block
 		return "", fmt.Errorf("CreateVolume %s: %w", name, err)
 	}
 	return resp.Volume.VolumeId, nil
+}
+
+// conn is the suite's connection to the node's driver named driver.
+func (n *node) conn(driver string) *grpc.ClientConn {
+	if driver == attachDriverName {
+		return n.attach.csi
+	}
+	return n.csi
 }
 
 func deleteVolume(ctx context.Context, conn *grpc.ClientConn, handle string) error {

@@ -32,7 +32,7 @@ func hostpathCSIDriver() *storagev1.CSIDriver {
 // claim is a PV pre-bound to a PVC, bound by hand: no persistent volume controller runs.
 type claim struct {
 	pv, pvc, handle string
-	driver          *grpc.ClientConn // where the volume was created
+	driver          string // the CSI driver of the volume
 }
 
 // createClaim makes the main driver's volume and a PV and PVC bound to each other; edit, if
@@ -46,7 +46,7 @@ func (n *node) createClaimOn(ctx context.Context, conn *grpc.ClientConn, driver,
 	if err != nil {
 		return nil, err
 	}
-	c := &claim{pv: "pv-" + name + "-" + n.plugin, pvc: "pvc-" + name, handle: handle, driver: conn}
+	c := &claim{pv: "pv-" + name + "-" + n.plugin, pvc: "pvc-" + name, handle: handle, driver: driver}
 	mode := v1.PersistentVolumeFilesystem
 	if block {
 		mode = v1.PersistentVolumeBlock
@@ -118,7 +118,7 @@ func (n *node) deleteClaim(ctx context.Context, c *claim) error {
 	if err := n.s.client.CoreV1().PersistentVolumes().Delete(ctx, c.pv, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
 		return err
 	}
-	return deleteVolume(ctx, c.driver, c.handle)
+	return deleteVolume(ctx, n.conn(c.driver), c.handle)
 }
 
 // pod is a one-container pod bound to the node (no scheduler runs).

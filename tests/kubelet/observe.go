@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,10 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// call is one CSI request the driver logged (hostpath -v=5 logs "gRPCCall: {json}").
+// call is one CSI request the driver logged (hostpath -v=5 logs "gRPCCall: {json}") once it
+// answered it; Error is the error it answered with ("" for none).
 type call struct {
 	Method  string
 	Request map[string]any
+	Error   string
 }
 
 // stateful methods are compared request by request; the others (capabilities, probes,
@@ -30,6 +33,7 @@ var stateful = map[string]bool{
 	"NodeStageVolume": true, "NodeUnstageVolume": true, "NodePublishVolume": true,
 	"NodeUnpublishVolume": true, "NodeGetInfo": true, "NodeExpandVolume": true,
 	"ControllerPublishVolume": true, "ControllerUnpublishVolume": true,
+	"ControllerExpandVolume": true, // the external-resizer's, before the kubelet's NodeExpandVolume
 }
 
 // logMark is a position in the node's drivers' logs: the main driver's and, while it runs,
@@ -80,6 +84,18 @@ func readCalls(log string, from int64) []call {
 		calls = append(calls, c)
 	}
 	return calls
+}
+
+// logSince is the driver's log after m, for lines other than requests (e.g. a fault hook's).
+func (n *node) logSince(m logMark) string {
+	f, err := os.Open(n.driverLog)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	f.Seek(m.main, 0)
+	b, _ := io.ReadAll(f)
+	return string(b)
 }
 
 // normalizer rewrites what legitimately differs between the two runs (node, namespace and

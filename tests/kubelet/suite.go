@@ -24,6 +24,8 @@ type suite struct {
 	repo, work          string
 	self                string
 	hostpath, registrar string
+	resizer             string // external-resizer, for the expand scenarios
+	faultDriver         string // only where a fault no real peer makes is needed
 	kubeconfig          string
 	client              *clientset.Clientset
 }
@@ -53,6 +55,12 @@ func runSuite(args []string) error {
 		return err
 	}
 	if s.registrar, err = s.peer("registrar"); err != nil {
+		return err
+	}
+	if s.resizer, err = s.peer("resizer"); err != nil {
+		return err
+	}
+	if s.faultDriver, err = s.peer("faultdriver"); err != nil {
 		return err
 	}
 	s.work = *work

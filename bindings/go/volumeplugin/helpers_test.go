@@ -21,6 +21,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/volume"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 )
@@ -38,13 +39,19 @@ func hostpathBinary(t testing.TB) string {
 	if p := os.Getenv("KCSI_HOSTPATH"); p != "" {
 		return p
 	}
-	out, err := exec.Command("../../../scripts/peers/path.sh", "hostpath").Output()
+	return peerBinary(t, "hostpath")
+}
+
+// peerBinary is the path of a real peer scripts/peers/build.sh built.
+func peerBinary(t testing.TB, name string) string {
+	t.Helper()
+	out, err := exec.Command("../../../scripts/peers/path.sh", name).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			err = fmt.Errorf("%v: %s", err, ee.Stderr)
 		}
-		t.Fatalf("the hostpath driver is not built (scripts/peers/build.sh hostpath, or set KCSI_HOSTPATH): %v", err)
+		t.Fatalf("peer %s is not built (scripts/peers/build.sh %s): %v", name, name, err)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -78,6 +85,13 @@ func hostpathCSIDriver() *storagev1.CSIDriver {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvIn(t, nil)
+}
+
+// newEnvIn is newEnv in a cluster (nil: standalone, hostpath's CSIDriver given in Config):
+// the plugin and the VolumeHost then use its API server, and the driver gets driverFlags.
+func newEnvIn(t testing.TB, c *cluster, driverFlags ...string) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the hostpath driver mounts")
 	}
@@ -95,8 +109,8 @@ func newEnv(t testing.TB) *env {
 	if err := os.MkdirAll(filepath.Dir(e.socket), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(hostpathBinary(t), "--endpoint=unix://"+e.socket, "--nodeid="+nodeName,
-		"--statedir="+e.state, "--drivername="+driverName, "-v=5")
+	cmd := exec.Command(hostpathBinary(t), append([]string{"--endpoint=unix://" + e.socket, "--nodeid=" + nodeName,
+		"--statedir=" + e.state, "--drivername=" + driverName, "-v=5"}, driverFlags...)...)
 	logf, err := os.Create(filepath.Join(root, "driver.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +143,13 @@ func newEnv(t testing.TB) *env {
 	}
 	t.Cleanup(func() { e.csi.Close() })
 
-	e.plugin = New(Config{CSIDrivers: []any{hostpathCSIDriver()}})
+	cfg, client := Config{CSIDrivers: []any{hostpathCSIDriver()}}, clientset.Interface(nil)
+	if c != nil {
+		cfg, client = Config{Kubeconfig: c.kubeconfig}, c.client
+	}
+	e.plugin = New(cfg)
 	t.Cleanup(e.plugin.Close)
-	e.host = volumetest.NewFakeKubeletVolumeHostWithCSINodeName(asT(t), root, nil, []volume.VolumePlugin{e.plugin}, nodeName, nil, nil)
+	e.host = volumetest.NewFakeKubeletVolumeHostWithCSINodeName(asT(t), root, client, []volume.VolumePlugin{e.plugin}, nodeName, nil, nil)
 	h := e.plugin.RegistrationHandler()
 	if err := h.ValidatePlugin(driverName, e.socket, []string{"1.0.0"}); err != nil {
 		t.Fatal(err)

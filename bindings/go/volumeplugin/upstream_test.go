@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientset "k8s.io/client-go/kubernetes"
 	fakeclient "k8s.io/client-go/kubernetes/fake"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
@@ -20,7 +22,12 @@ import (
 // the last plugin set up is the one registrations go to.
 func upstreamPlugin(tb testing.TB, root string) volume.VolumePlugin {
 	driver := hostpathCSIDriver()
-	client := fakeclient.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, driver)
+	return upstreamPluginOn(tb, root, fakeclient.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, driver), driver)
+}
+
+// upstreamPluginOn is upstreamPlugin on client (e.g. a real API server's) whose CSIDriver is
+// driver.
+func upstreamPluginOn(tb testing.TB, root string, client clientset.Interface, driver *storagev1.CSIDriver) volume.VolumePlugin {
 	drivers := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	drivers.Add(driver)
 	p := csi.ProbeVolumePlugins()[0]

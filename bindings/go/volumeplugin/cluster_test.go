@@ -1,0 +1,70 @@
+package volumeplugin
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// cluster is a real kube-apiserver on etcd (scripts/peers/apiserver.sh), for the tests whose
+// answer comes from API objects.
+type cluster struct {
+	kubeconfig string
+	client     *clientset.Clientset
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "kcsi-vp-api.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "../../../scripts/peers/apiserver.sh"
+	t.Cleanup(func() {
+		exec.Command(script, "stop", dir).Run()
+		os.RemoveAll(dir)
+	})
+	if out, err := exec.Command(script, "start", dir).CombinedOutput(); err != nil {
+		t.Fatalf("starting kube-apiserver: %v\n%s", err, out)
+	}
+	c := &cluster{kubeconfig: filepath.Join(dir, "kubeconfig")}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.client, err = clientset.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startPeer runs a real peer (scripts/peers/path.sh name) with args until the test ends,
+// logging to a file that is printed if the test fails.
+func startPeer(t *testing.T, name string, args ...string) {
+	t.Helper()
+	logf, err := os.CreateTemp("", "kcsi-vp-"+name+".*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(peerBinary(t, name), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("%s log:\n%s", name, b)
+		}
+		os.Remove(logf.Name())
+	})
+}
