@@ -267,6 +267,14 @@ kcsi_result kcsi_can_support(kcsi_host *h, const char *spec_json, bool *out, kcs
 // CSIDriver says `attachRequired: false`; true when no CSIDriver exists.
 kcsi_result kcsi_can_attach(kcsi_host *h, const char *spec_json, bool *out, kcsi_error **err_out);
 
+// `kcsi_can_attach` for a PersistentVolume of `driver_name`, without a spec to encode and
+// parse: whether the driver's CSIDriver says `attachRequired` (true when none exists). For a
+// caller that asks it of every volume in a loop, as the kubelet's reconciler does every 100 ms.
+kcsi_result kcsi_driver_attach_required(kcsi_host *h,
+                                        const char *driver_name,
+                                        bool *out,
+                                        kcsi_error **err_out);
+
 // Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
 // inline volumes.
 kcsi_result kcsi_can_device_mount(kcsi_host *h,

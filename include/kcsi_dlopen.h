@@ -96,6 +96,12 @@ typedef kcsi_result (*kcsi_can_attach_fn)(kcsi_host *h,
                                           bool *out,
                                           kcsi_error **err_out);
 
+// The type of `kcsi_driver_attach_required`.
+typedef kcsi_result (*kcsi_driver_attach_required_fn)(kcsi_host *h,
+                                                      const char *driver_name,
+                                                      bool *out,
+                                                      kcsi_error **err_out);
+
 // The type of `kcsi_can_device_mount`.
 typedef kcsi_result (*kcsi_can_device_mount_fn)(kcsi_host *h,
                                                 const char *spec_json,

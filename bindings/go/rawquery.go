@@ -66,10 +66,11 @@ var rawCalls = sync.Pool{New: func() any {
 	return r
 }}
 
-// newRawCall copies text (shorter than rawSpecCap), NUL-terminated, into a pooled rawCall.
-func newRawCall(op string, text []byte) (*rawCall, error) {
+// newRawCall copies text (shorter than rawSpecCap), NUL-terminated, into a pooled rawCall;
+// what names the argument for an error.
+func newRawCall(op, what string, text []byte) (*rawCall, error) {
 	if bytes.IndexByte(text, 0) >= 0 {
-		return nil, invalidArg(op, "spec contains a NUL byte")
+		return nil, invalidArg(op, "%s contains a NUL byte", what)
 	}
 	r := rawCalls.Get().(*rawCall)
 	spec := unsafe.Slice((*byte)(unsafe.Pointer(&r.c.spec[0])), rawSpecCap)
@@ -79,7 +80,7 @@ func newRawCall(op string, text []byte) (*rawCall, error) {
 }
 
 func (h *Host) volumeNameRaw(op string, text []byte) (string, error) {
-	r, err := newRawCall(op, text)
+	r, err := newRawCall(op, "spec", text)
 	if err != nil {
 		return "", err
 	}
@@ -102,7 +103,11 @@ func (h *Host) volumeNameRaw(op string, text []byte) (string, error) {
 }
 
 func (h *Host) boolQueryRaw(op string, text []byte, fn boolQuery) (bool, error) {
-	r, err := newRawCall(op, text)
+	return h.boolQueryRawArg(op, "spec", text, fn)
+}
+
+func (h *Host) boolQueryRawArg(op, what string, text []byte, fn boolQuery) (bool, error) {
+	r, err := newRawCall(op, what, text)
 	if err != nil {
 		return false, err
 	}
@@ -119,4 +124,16 @@ func (h *Host) boolQueryRaw(op string, text []byte, fn boolQuery) (bool, error) 
 		return false, err
 	}
 	return bool(c.ok), nil
+}
+
+// DriverAttachRequired reports whether PersistentVolumes of driver need attaching (CanAttach
+// without a spec to encode): its CSIDriver's attachRequired, true when it has none.
+func (h *Host) DriverAttachRequired(driver string) (bool, error) {
+	const op = "DriverAttachRequired"
+	if len(driver) >= rawSpecCap {
+		return false, invalidArg(op, "driver name is longer than a CSI driver name can be")
+	}
+	return h.boolQueryRawArg(op, "driver name", []byte(driver), func(p *C.kcsi_host, s *C.char, o *C.bool, e *C.gk_err) C.kcsi_result {
+		return C.gk_driver_attach_required(p, s, o, e)
+	})
 }

@@ -39,3 +39,25 @@ func TestQueriesOnSpecJSONAnswerLikeTheFullSpec(t *testing.T) {
 		t.Errorf("after Close: %v", err)
 	}
 }
+
+func TestDriverAttachRequiredAnswersAsCanAttachOfItsPersistentVolumes(t *testing.T) {
+	h := newTestHost(t, Config{NodeName: "node-1", RootDir: shortTempDir(t, "kcsi-raw."),
+		CSIDrivers: []any{noAttachCSIDriver("noattach.example.com")}})
+	pv := func(driver string) Spec {
+		return Spec{JSON: []byte(`{"persistentVolume":{"spec":{"csi":{"driver":"` + driver + `","volumeHandle":"h"}}}}`)}
+	}
+	for _, driver := range []string{"noattach.example.com", "no-csidriver.example.com"} {
+		want, err := h.CanAttach(pv(driver))
+		if err != nil {
+			t.Fatalf("CanAttach(%s): %v", driver, err)
+		}
+		if got, err := h.DriverAttachRequired(driver); err != nil || got != want {
+			t.Errorf("DriverAttachRequired(%s) = %v, %v; CanAttach says %v", driver, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "a\x00b", strings.Repeat("d", rawSpecCap)} {
+		if _, err := h.DriverAttachRequired(bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("DriverAttachRequired(%q...): %v, want an invalid argument", bad[:min(len(bad), 8)], err)
+		}
+	}
+}

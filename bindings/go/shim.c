@@ -63,6 +63,10 @@ kcsi_result gk_can_attach(kcsi_host *h, const char *spec_json, bool *out, gk_err
 	GK_SHIM(kcsi_can_attach(h, spec_json, out, &err));
 }
 
+kcsi_result gk_driver_attach_required(kcsi_host *h, const char *driver_name, bool *out, gk_err *e) {
+	GK_SHIM(kcsi_driver_attach_required(h, driver_name, out, &err));
+}
+
 kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e) {
 	GK_SHIM(kcsi_verify_exhausted_resource(h, spec_json, out, &err));
 }

@@ -118,6 +118,14 @@ pub type kcsi_can_attach_fn = unsafe extern "C" fn(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result;
 
+/// The type of `kcsi_driver_attach_required`.
+pub type kcsi_driver_attach_required_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    driver_name: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
 /// The type of `kcsi_can_device_mount`.
 pub type kcsi_can_device_mount_fn = unsafe extern "C" fn(
     h: *mut kcsi_host,
@@ -405,6 +413,7 @@ fn types_match_exports() {
     let _: kcsi_get_volume_name_fn = kcsi_get_volume_name;
     let _: kcsi_can_support_fn = kcsi_can_support;
     let _: kcsi_can_attach_fn = kcsi_can_attach;
+    let _: kcsi_driver_attach_required_fn = kcsi_driver_attach_required;
     let _: kcsi_can_device_mount_fn = kcsi_can_device_mount;
     let _: kcsi_requires_remount_fn = kcsi_requires_remount;
     let _: kcsi_supports_selinux_context_mount_fn = kcsi_supports_selinux_context_mount;

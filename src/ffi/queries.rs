@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::boundary::{guard, json_arg, out_arg, write_string, write_value};
+use super::boundary::{guard, json_arg, out_arg, str_arg, write_string, write_value};
 use super::error::kcsi_error;
 use super::handle::handle_arg;
 use super::host::kcsi_host;
@@ -80,6 +80,25 @@ pub extern "C" fn kcsi_can_attach(
         out,
         |host: &Arc<Host>, spec| { plugin::can_attach(host, spec) }
     ))
+}
+
+/// `kcsi_can_attach` for a PersistentVolume of `driver_name`, without a spec to encode and
+/// parse: whether the driver's CSIDriver says `attachRequired` (true when none exists). For a
+/// caller that asks it of every volume in a loop, as the kubelet's reconciler does every 100 ms.
+#[no_mangle]
+pub extern "C" fn kcsi_driver_attach_required(
+    h: *mut kcsi_host,
+    driver_name: *const c_char,
+    out: *mut bool,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
+        let driver = str_arg(driver_name, "driver_name")?;
+        out_arg(out, "out")?;
+        write_value(out, plugin::driver_attach_required(&host, driver)?);
+        Ok(())
+    })
 }
 
 /// Whether the volume is device-mounted (staged): true for PersistentVolumes, false for

@@ -76,9 +76,9 @@ impl DriverFacts {
         Ok(DriverFacts {
             name: name.to_string(),
             exists: true,
-            attach_required: spec.attach_required.unwrap_or(true),
+            attach_required: attach_required(object),
             pod_info_on_mount: spec.pod_info_on_mount.unwrap_or(false),
-            requires_republish: spec.requires_republish.unwrap_or(false),
+            requires_republish: requires_republish(object),
             fs_group_policy,
             lifecycle_modes: spec
                 .volume_lifecycle_modes
@@ -120,20 +120,40 @@ impl DriverFacts {
     }
 }
 
+/// `attachRequired`, true without an object (upstream `csi_plugin.go skipAttach`).
+pub fn attach_required(object: Option<&CSIDriver>) -> bool {
+    object.is_none_or(|o| o.spec.attach_required.unwrap_or(true))
+}
+
+/// `requiresRepublish`, false without an object.
+pub fn requires_republish(object: Option<&CSIDriver>) -> bool {
+    object.is_some_and(|o| o.spec.requires_republish.unwrap_or(false))
+}
+
 // Here rather than in host.rs: the host is the layer below the volume operations and names
 // none of their types.
 impl Host {
     /// The CSIDriver facts for `driver`: from the watched CSIDriver objects, or on standalone
     /// hosts from their config.
     pub fn driver_facts(&self, driver: &str) -> Result<DriverFacts> {
+        self.with_csidriver(driver, |object| DriverFacts::new(driver, object))?
+    }
+
+    /// `read` of the CSIDriver object of `driver` (or `None`), without building all its facts:
+    /// the kubelet's reconciler asks CanAttach and RequiresRemount of every volume every 100 ms.
+    pub fn with_csidriver<T>(
+        &self,
+        driver: &str,
+        read: impl FnOnce(Option<&CSIDriver>) -> T,
+    ) -> Result<T> {
         if let Some(kube) = &self.kube {
-            return DriverFacts::new(driver, kube.csidrivers.get(driver)?.as_deref());
+            return Ok(read(kube.csidrivers.get(driver)?.as_deref()));
         }
-        let object = self
-            .config
-            .csi_drivers
-            .iter()
-            .find(|d| d.metadata.name.as_deref() == Some(driver));
-        DriverFacts::new(driver, object)
+        Ok(read(
+            self.config
+                .csi_drivers
+                .iter()
+                .find(|d| d.metadata.name.as_deref() == Some(driver)),
+        ))
     }
 }

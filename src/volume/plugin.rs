@@ -4,6 +4,7 @@
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::spec::{SourceHead, SpecHead};
+use crate::volume::driver_facts::{attach_required, requires_republish};
 
 /// `GetVolumeName`: `driver^handle`, persistent volumes only.
 pub fn volume_name(spec: &SpecHead) -> Result<String> {
@@ -29,8 +30,16 @@ pub fn can_support(spec: &SpecHead) -> bool {
 pub fn can_attach(host: &Host, spec: &SpecHead) -> Result<bool> {
     match spec.source()? {
         SourceHead::Inline { .. } => Ok(false),
-        SourceHead::Persistent { driver, .. } => Ok(host.driver_facts(driver)?.attach_required),
+        SourceHead::Persistent { driver, .. } => driver_attach_required(host, driver),
     }
+}
+
+/// Whether `driver`'s PersistentVolumes need attaching (`CanAttach` without the spec).
+pub fn driver_attach_required(host: &Host, driver: &str) -> Result<bool> {
+    if driver.is_empty() {
+        return Err(Error::invalid("the driver name is empty"));
+    }
+    host.with_csidriver(driver, attach_required)
 }
 
 /// `CanDeviceMount`: every PV (even without STAGE_UNSTAGE, MountDevice then only records
@@ -45,8 +54,7 @@ pub fn requires_remount(host: &Host, spec: &SpecHead) -> bool {
         Ok(SourceHead::Inline { driver }) | Ok(SourceHead::Persistent { driver, .. }) => driver,
         Err(_) => return false,
     };
-    host.driver_facts(driver)
-        .map(|f| f.requires_republish)
+    host.with_csidriver(driver, requires_republish)
         .unwrap_or(false)
 }
 

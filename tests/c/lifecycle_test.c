@@ -63,6 +63,17 @@ static void test_queries(kcsi_host *h) {
     bool b = true;
     OK(kcsi_can_attach(h, spec, &b, &err));
     CHECK(!b); /* the standalone CSIDriver says attachRequired: false */
+    b = true;
+    OK(kcsi_driver_attach_required(h, driver, &b, &err));
+    CHECK(!b);
+    OK(kcsi_driver_attach_required(h, "no-csidriver.example.com", &b, &err));
+    CHECK(b); /* no CSIDriver object: attach required, as upstream's skipAttach */
+    kcsi_error *bad = NULL;
+    CHECK(kcsi_driver_attach_required(h, "", &b, &bad) == KCSI_ERR_INVALID_ARGUMENT);
+    kcsi_error_free(bad);
+    bad = NULL;
+    CHECK(kcsi_driver_attach_required(h, NULL, &b, &bad) == KCSI_ERR_INVALID_ARGUMENT);
+    kcsi_error_free(bad);
     OK(kcsi_can_device_mount(h, spec, &b, &err));
     CHECK(b);
     OK(kcsi_requires_remount(h, spec, &b, &err));

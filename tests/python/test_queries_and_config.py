@@ -43,6 +43,16 @@ def test_can_attach_follows_standalone_csidriver_attach_required(make_host):
     assert h.can_attach(pv_spec("b.csi.example.com")) is True
 
 
+def test_driver_attach_required_answers_as_can_attach_of_its_pvs(make_host):
+    h = make_host(csiDrivers=[csi_driver(DRIVER, attachRequired=False)])
+    for driver in (DRIVER, "no-csidriver.example.com"):
+        assert h.driver_attach_required(driver) is h.can_attach(pv_spec(driver))
+    assert h.driver_attach_required("no-csidriver.example.com") is True
+    with pytest.raises(kcsi.KcsiError) as e:
+        h.driver_attach_required("")
+    assert e.value.result == kcsi.KCSI_ERR_INVALID_ARGUMENT
+
+
 def test_can_device_mount_true_for_pv_false_for_inline(host):
     assert host.can_device_mount(pv_spec(DRIVER)) is True
     assert host.can_device_mount(inline_spec(DRIVER)) is False

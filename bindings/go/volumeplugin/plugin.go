@@ -244,6 +244,11 @@ func (p *Plugin) CanAttach(spec *volume.Spec) (bool, error) {
 	if spec == nil {
 		return false, invalid("CanAttach: volume spec is nil")
 	}
+	// The reconciler asks it of every volume every 100 ms: a plain CSI PersistentVolume
+	// passes only its driver's name (kcsi_driver_attach_required), no spec.
+	if pv := spec.PersistentVolume; pv != nil && pv.Spec.CSI != nil && spec.Volume == nil {
+		return h.DriverAttachRequired(pv.Spec.CSI.Driver)
+	}
 	return withHead(spec, h.CanAttach)
 }
 

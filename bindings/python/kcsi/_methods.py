@@ -119,6 +119,10 @@ class _HostMethods:
         'kcsi_can_attach: Whether the volume needs attaching: false for inline volumes and for drivers whose CSIDriver says `attachRequired: false`; true when no CSIDriver exists.'
         return self._invoke('kcsi_can_attach', (spec,))
 
+    def driver_attach_required(self, driver_name: Text) -> bool:
+        "kcsi_driver_attach_required: `kcsi_can_attach` for a PersistentVolume of `driver_name`, without a spec to encode and parse: whether the driver's CSIDriver says `attachRequired` (true when none exists). For a caller that asks it of every volume in a loop, as the kubelet's reconciler does every 100 ms."
+        return self._invoke('kcsi_driver_attach_required', (driver_name,))
+
     @old_names(spec_json='spec')
     def can_device_mount(self, spec: Json) -> bool:
         'kcsi_can_device_mount: Whether the volume is device-mounted (staged): true for PersistentVolumes, false for inline volumes.'
