@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet fuzz install clean
 
 all: build
 
@@ -85,6 +85,12 @@ bench: build peers
 ## process on one real hostpath driver (lifecycle vs. the bare-RPC floor, reconciler queries).
 bench-upstream: build
 	scripts/bench-upstream.sh
+
+## bench-kubelet: pods to Running and torn down in the real kubelet, kcsi and upstream's plugin
+## side by side (ABBA, 3 rounds), 32 and 110 pods, filesystem and block; plus the attach run.
+bench-kubelet: build
+	KCSI_KUBELET_GO_TESTS=0 KCSI_KUBELET_BENCH=32,110 \
+	  KCSI_KUBELET_ARGS="-scenarios none -bench-rounds 3 -bench-volumes fs,block" scripts/test-kubelet.sh
 
 ## fuzz: libFuzzer + ASAN over the C API's JSON and string entry points (FUZZ_SECONDS per
 ## target, default 3); see scripts/fuzz.sh.

@@ -4,7 +4,8 @@
 # for the attach scenarios, the real attach/detach controller and external-attacher),
 # every scenario also run with upstream's CSI plugin and compared; then the volumeplugin
 # package's own tests against the real hostpath driver.
-#   KCSI_KUBELET_BENCH=<n>    pods in the start/teardown benchmark (default 32; 0 skips it)
+#   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmarks (default 32; 0 skips them)
+#   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's tests (make bench-kubelet)
 #   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
 # The e2e binary links the whole kubelet: its first build takes ~10 min on 2 cores. It is
 # cached outside git, keyed on its Go sources (and the binding's), go.sum, kcsi.h and the Go
@@ -43,8 +44,10 @@ else
 fi
 
 failed=()
-echo "--- volumeplugin: go vet, go test"
-(cd bindings/go/volumeplugin && "$GO" vet ./... && "$GO" test -count=1 ./...) || failed+=(volumeplugin)
+if [ "${KCSI_KUBELET_GO_TESTS:-1}" != 0 ]; then
+  echo "--- volumeplugin: go vet, go test"
+  (cd bindings/go/volumeplugin && "$GO" vet ./... && "$GO" test -count=1 ./...) || failed+=(volumeplugin)
+fi
 echo "--- kubelet-e2e run"
 start=$SECONDS
 # shellcheck disable=SC2086

@@ -157,10 +157,20 @@ func (a *attachStack) snapshot(ctx context.Context, o *observation, prefix strin
 	// The kubelet refreshes CSINode's allocatable count with NodeGetInfo on the CSIDriver's
 	// nodeAllocatableUpdatePeriodSeconds timer: compared by count (allowlisted).
 	compared, counts := z.callLines(readCalls(a.log, m.attach), "NodeGetInfo")
+	// The controller attaches and detaches volumes in parallel: compared volume by volume,
+	// each volume's requests in their order.
+	sort.SliceStable(compared, func(i, j int) bool { return volumeOf(compared[i]) < volumeOf(compared[j]) })
 	o.add(prefix+" attach driver csi requests", compared...)
 	countKeys(o, prefix+" attach driver", counts)
 	o.add(prefix+" volume attachments", a.attachmentLines(ctx, z)...)
 	o.add(prefix+" node attach status", a.nodeAttachLines(ctx, z)...)
+}
+
+// volumeOf is the volume_id of a request line.
+func volumeOf(line string) string {
+	_, after, _ := strings.Cut(line, `"volume_id":"`)
+	id, _, _ := strings.Cut(after, `"`)
+	return id
 }
 
 func (a *attachStack) attachments(ctx context.Context) ([]storagev1.VolumeAttachment, error) {

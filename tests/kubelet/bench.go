@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 )
 
 type benchResult struct {
@@ -24,20 +27,26 @@ type benchResult struct {
 	attachReturn       []time.Duration
 }
 
-// benchmark creates count pods with one PVC each at once and times until all are Running
-// and, after deleting them all at once, until all are gone with their pod dirs (and, with
-// attach, detached).
-func (n *node) benchmark(ctx context.Context, count int, attach bool) (benchResult, error) {
+// benchmark creates count pods with one PVC each at once (kind: fs, block or attach, an
+// attach-required filesystem PVC) and times until all are Running and, after deleting them
+// all at once, until all are gone with their pod dirs (and, with attach, detached).
+func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResult, error) {
 	var r benchResult
+	attach := kind == "attach"
 	claims := make([]*claim, count)
 	for i := range claims {
-		name := fmt.Sprintf("bench-%02d", i)
+		name := fmt.Sprintf("bench-%03d", i)
 		var c *claim
 		var err error
-		if attach {
-			c, err = n.attachClaim(ctx, "attach-"+name)
-		} else {
+		switch kind {
+		case "fs":
 			c, err = n.createClaim(ctx, name, false)
+		case "block":
+			c, err = n.createClaim(ctx, "block-"+name, true)
+		case "attach":
+			c, err = n.attachClaim(ctx, "attach-"+name)
+		default:
+			err = fmt.Errorf("benchmark: volume kind %q, want fs, block or attach", kind)
 		}
 		if err != nil {
 			return r, err
@@ -61,8 +70,12 @@ func (n *node) benchmark(ctx context.Context, count int, attach bool) (benchResu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, n.pod(fmt.Sprintf("bench-%02d", i), []v1.Volume{claimVolume(c)},
-				[]v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil), metav1.CreateOptions{})
+			pod := n.pod(fmt.Sprintf("bench-%03d", i), []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+			if kind == "block" {
+				pod.Spec.Containers[0].VolumeMounts = nil
+				pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}}
+			}
+			p, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
 				errs <- err
 				return
@@ -103,76 +116,65 @@ func (n *node) benchmark(ctx context.Context, count int, attach bool) (benchResu
 		}
 	}
 	r.torndown = time.Since(start)
-	kind := "one CSI PVC each"
 	if attach {
 		if err := n.attach.waitDetached(ctx); err != nil {
 			return r, err
 		}
 		r.detached = time.Since(start)
-		kind = "one attach-required CSI PVC each"
 	}
-	fmt.Printf("[%s] benchmark: %d pods with %s Running in %.1f s, torn down in %.1f s\n", n.plugin, count, kind, r.running.Seconds(), r.torndown.Seconds())
+	fmt.Printf("[%s] benchmark: %d pods with one %s PVC each Running in %.1f s, torn down in %.1f s\n", n.plugin, count, kind, r.running.Seconds(), r.torndown.Seconds())
 	return r, nil
 }
 
-// attachTimes records when the suite's watches first saw each VolumeAttachment of the node
+// attachTimes records when the suite's informers first saw each VolumeAttachment of the node
 // attached (by PV name) and each volume in the Node's status.volumesAttached.
 type attachTimes struct {
 	mu               sync.Mutex
 	attached, inNode map[string]time.Time
-	watches          []watch.Interface
+	stopCh           chan struct{}
 }
 
 func (n *node) watchAttach(ctx context.Context) (*attachTimes, error) {
-	t := &attachTimes{attached: map[string]time.Time{}, inNode: map[string]time.Time{}}
-	vas, err := n.s.client.StorageV1().VolumeAttachments().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := n.s.client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", n.name).String()})
-	if err != nil {
-		vas.Stop()
-		return nil, err
-	}
-	t.watches = []watch.Interface{vas, nodes}
-	first := func(m map[string]time.Time, key string, now time.Time) {
+	t := &attachTimes{attached: map[string]time.Time{}, inNode: map[string]time.Time{}, stopCh: make(chan struct{})}
+	first := func(m map[string]time.Time, key string) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
 		if _, ok := m[key]; !ok {
-			m[key] = now
+			m[key] = time.Now()
 		}
 	}
-	go func() {
-		for ev := range vas.ResultChan() {
-			va, ok := ev.Object.(*storagev1.VolumeAttachment)
-			if ok && va.Spec.NodeName == n.name && va.Status.Attached && va.Spec.Source.PersistentVolumeName != nil {
-				now := time.Now()
-				t.mu.Lock()
-				first(t.attached, *va.Spec.Source.PersistentVolumeName, now)
-				t.mu.Unlock()
-			}
+	factory := informers.NewSharedInformerFactory(n.s.client, 0)
+	onVA := func(obj any) {
+		if va, ok := obj.(*storagev1.VolumeAttachment); ok && va.Spec.NodeName == n.name && va.Status.Attached && va.Spec.Source.PersistentVolumeName != nil {
+			first(t.attached, *va.Spec.Source.PersistentVolumeName)
 		}
-	}()
-	go func() {
-		for ev := range nodes.ResultChan() {
-			nd, ok := ev.Object.(*v1.Node)
-			if !ok {
-				continue
-			}
-			now := time.Now()
-			t.mu.Lock()
+	}
+	onNode := func(obj any) {
+		if nd, ok := obj.(*v1.Node); ok && nd.Name == n.name {
 			for _, v := range nd.Status.VolumesAttached {
-				first(t.inNode, string(v.Name), now)
+				first(t.inNode, string(v.Name))
 			}
-			t.mu.Unlock()
 		}
-	}()
+	}
+	for inf, on := range map[cache.SharedIndexInformer]func(any){
+		factory.Storage().V1().VolumeAttachments().Informer(): onVA,
+		factory.Core().V1().Nodes().Informer():                onNode,
+	} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, obj any) { on(obj) }}); err != nil {
+			return nil, err
+		}
+	}
+	factory.Start(t.stopCh)
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			close(t.stopCh)
+			return nil, fmt.Errorf("benchmark: the %v informer did not sync", typ)
+		}
+	}
 	return t, nil
 }
 
-func (t *attachTimes) stop() {
-	for _, w := range t.watches {
-		w.Stop()
-	}
-}
+func (t *attachTimes) stop() { close(t.stopCh) }
 
 // result: the time from start to the last attachment, and each volume's attach-return time.
 func (t *attachTimes) result(claims []*claim, start time.Time) (time.Duration, []time.Duration, error) {
@@ -195,23 +197,79 @@ func (t *attachTimes) result(claims []*claim, start time.Time) (time.Duration, [
 	return last.Sub(start), lat, nil
 }
 
-// printBenchmarks prints the figures of both plugins side by side.
-func printBenchmarks(count int, benches, attachBenches map[string]benchResult) {
-	fmt.Printf("\nbenchmark: %d pods created at once (same run, same machine)\n", count)
-	for _, p := range plugins {
-		if b, ok := benches[p]; ok {
-			fmt.Printf("  one CSI PVC each       %-8s all Running %6.1f s   all torn down %6.1f s\n", p, b.running.Seconds(), b.torndown.Seconds())
+// benchCounts parses -bench: comma-separated pod counts, "0" for none.
+func benchCounts(list string) ([]int, error) {
+	var counts []int
+	for _, f := range strings.Split(list, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 0 {
+			return nil, fmt.Errorf("-bench %q: want comma-separated pod counts", list)
+		}
+		if c > 0 {
+			counts = append(counts, c)
 		}
 	}
-	for _, p := range plugins {
-		b, ok := attachBenches[p]
-		if !ok {
-			continue
+	return counts, nil
+}
+
+// benchRuns holds each benchmark run by configuration ("<count> <kind>") and plugin.
+type benchRuns map[string]map[string][]benchResult
+
+// run runs one benchmark and records it; it returns 1 if it failed (and says why), else 0.
+func (b benchRuns) run(ctx context.Context, n *node, count int, kind string) int {
+	r, err := n.benchmark(ctx, count, kind)
+	if err != nil {
+		fmt.Printf("[%s] benchmark (%d pods, %s): ERROR: %v\n", n.plugin, count, kind, err)
+		return 1
+	}
+	key := fmt.Sprintf("%3d pods, one %s PVC each", count, kind)
+	if b[key] == nil {
+		b[key] = map[string][]benchResult{}
+	}
+	b[key][n.plugin] = append(b[key][n.plugin], r)
+	return 0
+}
+
+// print prints each configuration's figures, the plugins side by side: the median and, over
+// several runs, the range.
+func (b benchRuns) print() {
+	if len(b) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(b))
+	for k := range b {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Printf("\nbenchmark: pods created at once, then deleted at once (same run, same machine; median (the lower of two) [min-max] over the runs)\n")
+	for _, k := range keys {
+		fmt.Printf("  %s\n", k)
+		for _, p := range plugins {
+			rs := b[k][p]
+			if len(rs) == 0 {
+				continue
+			}
+			pick := func(f func(benchResult) time.Duration) string {
+				var d []time.Duration
+				for _, r := range rs {
+					d = append(d, f(r))
+				}
+				slices.Sort(d)
+				if len(d) == 1 {
+					return fmt.Sprintf("%5.1f s", d[0].Seconds())
+				}
+				return fmt.Sprintf("%5.1f s [%.1f-%.1f]", d[(len(d)-1)/2].Seconds(), d[0].Seconds(), d[len(d)-1].Seconds())
+			}
+			fmt.Printf("    %-8s x%d  all Running %s   all torn down %s", p, len(rs),
+				pick(func(r benchResult) time.Duration { return r.running }), pick(func(r benchResult) time.Duration { return r.torndown }))
+			if rs[0].attachReturn != nil {
+				l := rs[0].attachReturn
+				fmt.Printf("   all attached %s   all detached %s\n      status.attached -> in node.status.volumesAttached (Attach returned): median %4.0f ms  p90 %4.0f ms  max %4.0f ms",
+					pick(func(r benchResult) time.Duration { return r.attached }), pick(func(r benchResult) time.Duration { return r.detached }),
+					ms(l[len(l)/2]), ms(l[len(l)*9/10]), ms(l[len(l)-1]))
+			}
+			fmt.Println()
 		}
-		l := b.attachReturn
-		fmt.Printf("  attach-required PVC    %-8s all attached %5.1f s   all Running %6.1f s   all detached %6.1f s\n", p, b.attached.Seconds(), b.running.Seconds(), b.detached.Seconds())
-		fmt.Printf("    status.attached -> in node.status.volumesAttached (Attach returned): median %4.0f ms  p90 %4.0f ms  max %4.0f ms\n",
-			ms(l[len(l)/2]), ms(l[len(l)*9/10]), ms(l[len(l)-1]))
 	}
 }
 

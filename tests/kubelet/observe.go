@@ -231,6 +231,8 @@ func (z *normalizer) fileLines(root string) []string {
 		lines = append(lines, line)
 		return nil
 	})
+	// The walk's order is the raw names' (random pod UIDs); compare in the normalized order.
+	sort.Strings(lines)
 	return lines
 }
 

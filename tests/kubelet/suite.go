@@ -36,8 +36,10 @@ func runSuite(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	repo := fs.String("repo", ".", "the kcsi repository (for scripts/peers)")
 	work := fs.String("work", "", "work directory (default: a new one under /tmp)")
-	only := fs.String("scenarios", "", "comma-separated scenarios to run (default: all)")
-	bench := fs.Int("bench", 32, "pods in the start/teardown benchmark (0: skip it)")
+	only := fs.String("scenarios", "", "comma-separated scenarios to run (default: all; none: only the benchmarks)")
+	bench := fs.String("bench", "32", "pods in the start/teardown benchmarks, comma-separated counts (0: skip them)")
+	rounds := fs.Int("bench-rounds", 1, "rounds of the filesystem and block benchmarks, the plugins in ABBA order")
+	volumes := fs.String("bench-volumes", "fs", "volume kinds of the ABBA benchmarks: fs, block (attach always runs once per plugin)")
 	keep := fs.Bool("keep", false, "keep the work directory")
 	show := fs.Bool("show", false, "print every observation, not only the differences")
 	if err := fs.Parse(args); err != nil {
@@ -98,7 +100,9 @@ func runSuite(args []string) error {
 	fmt.Printf("kube-apiserver up in %.1f s\n", time.Since(started).Seconds())
 
 	selected := scenarios
-	if *only != "" {
+	if *only == "none" { // the benchmarks alone
+		selected = nil
+	} else if *only != "" {
 		selected = nil
 		for _, name := range strings.Split(*only, ",") {
 			found := false
@@ -113,19 +117,29 @@ func runSuite(args []string) error {
 		}
 	}
 
+	counts, err := benchCounts(*bench)
+	if err != nil {
+		return err
+	}
 	obs := map[string]map[string]*observation{} // plugin -> scenario -> observation
 	errs := map[string]map[string]error{}
-	benches, attachBenches := map[string]benchResult{}, map[string]benchResult{}
+	runs := benchRuns{}
 	benchErrors := 0
+	nodes := map[string]*node{}
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	}()
 	for _, plugin := range plugins {
 		obs[plugin], errs[plugin] = map[string]*observation{}, map[string]error{}
 		n := s.newNode(plugin)
 		if _, err := s.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
+		nodes[plugin] = n
 		t0 := time.Now()
 		if err := n.start(ctx); err != nil {
-			n.stop()
 			return fmt.Errorf("%s node: %w (logs in %s)", plugin, err, n.dir)
 		}
 		fmt.Printf("[%s] node Ready with the driver registered in %.1f s\n", plugin, time.Since(t0).Seconds())
@@ -140,29 +154,39 @@ func runSuite(args []string) error {
 			}
 			fmt.Printf("[%s] %s: %s (%.1f s)\n", plugin, sc.name, status, time.Since(t).Seconds())
 		}
-		if *bench > 0 {
-			for _, attach := range []bool{false, true} {
-				b, err := n.benchmark(ctx, *bench, attach)
-				if err != nil {
-					fmt.Printf("[%s] benchmark (attach-required %v): ERROR: %v\n", plugin, attach, err)
-					benchErrors++
-				} else if attach {
-					attachBenches[plugin] = b
-				} else {
-					benches[plugin] = b
+		// Attaching needs this plugin's attach/detach controller, and only one may run.
+		for _, count := range counts {
+			benchErrors += runs.run(ctx, n, count, "attach")
+		}
+		n.attach.stop()
+		n.attach = nil
+	}
+	// Filesystem and block pods with both nodes up, ABBA: round r runs kcsi then upstream
+	// when r is even, upstream then kcsi when odd, so drift in the machine's load falls on
+	// both alike.
+	for _, count := range counts {
+		for _, kind := range strings.Split(*volumes, ",") {
+			for r := range *rounds {
+				order := plugins
+				if r%2 == 1 {
+					order = []string{plugins[1], plugins[0]}
+				}
+				for _, p := range order {
+					benchErrors += runs.run(ctx, nodes[p], count, kind)
 				}
 			}
 		}
+	}
+	for plugin, n := range nodes {
 		n.stop()
+		delete(nodes, plugin)
 		if left := mountPoints(n.dir); len(left) > 0 {
 			return fmt.Errorf("%s node left mounts behind: %v", plugin, left)
 		}
 	}
 
 	failed := report(selected, obs, errs, *show)
-	if *bench > 0 {
-		printBenchmarks(*bench, benches, attachBenches)
-	}
+	runs.print()
 	fmt.Printf("\nsuite time %.1f s\n", time.Since(started).Seconds())
 	if failed > 0 || benchErrors > 0 {
 		return fmt.Errorf("%d scenario(s) failed or differ from upstream, %d benchmark run(s) failed (logs kept in %s: run with -keep)", failed, benchErrors, s.work)
