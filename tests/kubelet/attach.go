@@ -95,6 +95,13 @@ func (a *attachStack) startDriver(ctx context.Context, attachLimit int) error {
 	if a.driver, err = startProc(a.log, a.n.s.hostpath, args...); err != nil {
 		return fmt.Errorf("hostpath driver %s: %w", attachDriverName, err)
 	}
+	// hostpath removes a stale socket and listens anew: dial only once the socket is there.
+	if err := waitFor(ctx, 20*time.Second, attachDriverName+"'s socket", func() (bool, error) {
+		_, err := os.Stat(a.socket)
+		return err == nil, nil
+	}); err != nil {
+		return err
+	}
 	if a.csi == nil {
 		if a.csi, err = grpc.NewClient("unix://"+a.socket, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 			return err
