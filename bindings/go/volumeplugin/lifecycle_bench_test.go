@@ -96,6 +96,8 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 	if err := upstreamcsi.PluginHandler.RegisterPlugin(driverName, relay.path, []string{"1.0.0"}, &timeout); err != nil {
 		b.Fatal(err)
 	}
+	// Upstream's driver registry is package state: leave it empty for the next -count run.
+	b.Cleanup(func() { upstreamcsi.PluginHandler.DeRegisterPlugin(driverName, relay.path) })
 	relayed, err := grpc.NewClient("unix://"+relay.path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
