@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	clientset "k8s.io/client-go/kubernetes"
@@ -51,20 +50,6 @@ func startPeer(t *testing.T, name string, args ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(peerBinary(t, name), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("%s log:\n%s", name, b)
-		}
-		os.Remove(logf.Name())
-	})
+	t.Cleanup(func() { os.Remove(logf.Name()) }) // runs after the process's cleanup
+	runUntilTestEnds(t, name, logf, peerBinary(t, name), args...)
 }

@@ -109,25 +109,12 @@ func newEnvIn(t testing.TB, c *cluster, driverFlags ...string) *env {
 	if err := os.MkdirAll(filepath.Dir(e.socket), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(hostpathBinary(t), append([]string{"--endpoint=unix://" + e.socket, "--nodeid=" + nodeName,
-		"--statedir=" + e.state, "--drivername=" + driverName, "-v=5"}, driverFlags...)...)
 	logf, err := os.Create(filepath.Join(root, "driver.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("driver log:\n%s", b)
-		}
-	})
+	runUntilTestEnds(t, "driver", logf, hostpathBinary(t), append([]string{"--endpoint=unix://" + e.socket, "--nodeid=" + nodeName,
+		"--statedir=" + e.state, "--drivername=" + driverName, "-v=5"}, driverFlags...)...)
 	for i := 0; ; i++ {
 		if _, err := os.Stat(e.socket); err == nil {
 			break
@@ -270,4 +257,25 @@ func detachLoopsUnder(t testing.TB, dir string) {
 			}
 		}
 	}
+}
+
+// runUntilTestEnds runs bin with args, its output in logf, until the test ends (SIGTERM, then
+// wait); the log is printed if the test failed.
+func runUntilTestEnds(t testing.TB, what string, logf *os.File, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("%s log:\n%s", what, b)
+		}
+	})
 }
