@@ -12,6 +12,10 @@
 //	    driver, node-driver-registrar and a kubelet process; every scenario runs with both
 //	    plugins and the suite compares what the driver received, the files under the kubelet
 //	    root and the Node/CSINode objects.
+//	kubelet-e2e fleet -repo DIR -nodes N [-plugin kcsi|upstream|both]
+//	    N hollow nodes per plugin (driver, registrar, kubelet) on one kube-apiserver: its
+//	    audit log's requests per node at registration, at rest and around an API server
+//	    restart, and each kubelet's memory (fleet.go).
 package main
 
 import (
@@ -21,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kubelet-e2e kubelet|controller|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kubelet-e2e kubelet|controller|run|fleet [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -32,8 +36,10 @@ func main() {
 		err = runController(os.Args[2:])
 	case "run":
 		err = runSuite(os.Args[2:])
+	case "fleet":
+		err = runFleet(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (want kubelet, controller or run)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want kubelet, controller, run or fleet)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubelet-e2e:", err)

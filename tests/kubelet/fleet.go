@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A fleet is N hollow nodes (kubemark style: the real kubelet code with fake containers, each
+// with its own hostpath driver and registrar) on one kube-apiserver, whose audit log counts
+// what the nodes ask of it: while they register, at rest, and around an API server restart.
+// Each plugin gets a fresh etcd + API server, so neither fleet's objects, watches or
+// leftover heartbeats weigh on the other's figures.
+type fleetOpts struct {
+	nodes int
+	// settle: after the last node is Ready, still counted as registration (late CSINode or
+	// Node writes belong to it); rest: the quiet window; down: how long the API server is
+	// gone; after: the window counted once it is back.
+	settle, rest, down, after time.Duration
+}
+
+type fleetResult struct {
+	nodes int
+	// ready: from starting the first node to every node Ready with the driver in its
+	// CSINode; back: from the restarted API server answering to every node's Lease renewed.
+	ready, back                 time.Duration
+	registration, rest, restart tally
+	restMinutes, restartMinutes float64
+	// Per kubelet process (the plugin included), at the end of the rest window.
+	rss, native []int64
+	conns       []int
+}
+
+func runFleet(args []string) error {
+	fs := flag.NewFlagSet("fleet", flag.ExitOnError)
+	repo := fs.String("repo", ".", "the kcsi repository (for scripts/peers)")
+	work := fs.String("work", "", "work directory (default: a new one under /tmp)")
+	count := fs.Int("nodes", 20, "hollow nodes per plugin")
+	plugin := fs.String("plugin", "both", "kcsi, upstream or both")
+	o := fleetOpts{}
+	fs.DurationVar(&o.settle, "settle", 20*time.Second, "counted as registration after the last node is Ready")
+	fs.DurationVar(&o.rest, "rest", 3*time.Minute, "the window at rest")
+	fs.DurationVar(&o.down, "down", 10*time.Second, "how long the API server is stopped")
+	fs.DurationVar(&o.after, "after", time.Minute, "the window counted after the API server is back")
+	keep := fs.Bool("keep", false, "keep the work directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.nodes = *count
+	selected := plugins
+	if *plugin != "both" {
+		selected = []string{*plugin}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s, err := newSuite(*repo, *work, "kcsi-fleet.")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer s.removeWork()
+	}
+	results := map[string]*fleetResult{}
+	for _, p := range selected {
+		r, err := s.fleet(ctx, p, o)
+		if err != nil {
+			return fmt.Errorf("%s fleet: %w (logs under %s: run with -keep)", p, err, filepath.Join(s.work, p))
+		}
+		r.print(p)
+		results[p] = r
+	}
+	printFleets(selected, results)
+	return nil
+}
+
+func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetResult, error) {
+	dir := filepath.Join(s.work, plugin)
+	api := filepath.Join(dir, "api")
+	stopAPI, err := s.startAPIServer(api, "KCSI_APISERVER_AUDIT=1")
+	if err != nil {
+		return nil, err
+	}
+	defer stopAPI()
+	if _, err := s.client.StorageV1().CSIDrivers().Create(ctx, hostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	nodes := make([]*node, 0, o.nodes)
+	defer stopNodes(&nodes)
+	r := &fleetResult{nodes: o.nodes}
+
+	fmt.Printf("[%s] starting %d nodes\n", plugin, o.nodes)
+	start := time.Now()
+	for i := 0; i < o.nodes; i++ {
+		n := s.nodeIn(filepath.Join(dir, fmt.Sprintf("node-%02d", i)), plugin, fmt.Sprintf("%s-%02d", plugin, i))
+		// The kubelet's default status period, so the counts are a real node's; -v=1 keeps
+		// 20 kubelets' logging off the 2 cores.
+		n.kubeletArgs = []string{"-node-status-update=10s", "-v=1"}
+		nodes = append(nodes, n)
+		if err := n.startDriver(ctx); err != nil {
+			return nil, err
+		}
+		if err := n.launchKubelet(); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.waitFleet(ctx, nodes, 5*time.Minute, time.Time{}); err != nil {
+		return nil, err
+	}
+	r.ready = time.Since(start)
+	fmt.Printf("[%s] %d nodes Ready with the driver in %.1f s\n", plugin, o.nodes, r.ready.Seconds())
+	if err := sleep(ctx, o.settle); err != nil {
+		return nil, err
+	}
+	registered := time.Now()
+
+	fmt.Printf("[%s] at rest for %s\n", plugin, o.rest)
+	if err := sleep(ctx, o.rest); err != nil {
+		return nil, err
+	}
+	rested := time.Now()
+	r.restMinutes = rested.Sub(registered).Minutes()
+	port, err := apiPort(api)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		pid := n.kubelet.Process.Pid
+		rss, native := memory(pid)
+		r.rss, r.native, r.conns = append(r.rss, rss), append(r.native, native), append(r.conns, connections(pid, port))
+	}
+
+	fmt.Printf("[%s] restarting the API server (down %s)\n", plugin, o.down)
+	down := time.Now()
+	if err := s.apiserver("stop-apiserver", api); err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, o.down); err != nil {
+		return nil, err
+	}
+	if err := s.apiserver("start-apiserver", api); err != nil {
+		return nil, err
+	}
+	up := time.Now()
+	if r.back, err = s.waitFleet(ctx, nodes, 2*time.Minute, up); err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, time.Until(up.Add(o.after))); err != nil {
+		return nil, err
+	}
+	if dead := deadProcs(nodes); dead != "" {
+		return nil, fmt.Errorf("%s died", dead)
+	}
+	counts, err := readAudit(filepath.Join(api, "audit.log"), []window{{start, registered}, {registered, rested}, {down, up.Add(o.after)}})
+	if err != nil {
+		return nil, err
+	}
+	r.registration, r.rest, r.restart = counts[0], counts[1], counts[2]
+	r.restartMinutes = up.Add(o.after).Sub(down).Minutes()
+	return r, nil
+}
+
+// waitFleet waits until every node is Ready with the driver in its CSINode and, if renewed
+// is set, has renewed its Lease since then; it returns how long after renewed the last node
+// first did (from the Leases' renewTime, not the 500 ms polls). A dead process fails it.
+func (s *suite) waitFleet(ctx context.Context, nodes []*node, timeout time.Duration, renewed time.Time) (time.Duration, error) {
+	first := map[string]time.Time{} // node -> its first renewal after renewed
+	var last time.Duration
+	what := "every node Ready with the driver in its CSINode"
+	if !renewed.IsZero() {
+		what += " and its Lease renewed"
+	}
+	err := waitEvery(ctx, 500*time.Millisecond, timeout, what, func() (bool, error) {
+		if dead := deadProcs(nodes); dead != "" {
+			return false, fmt.Errorf("%s died", dead)
+		}
+		ready := map[string]bool{}
+		nl, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil // the restarted API server may not answer yet
+		}
+		for i := range nl.Items {
+			ready[nl.Items[i].Name] = nodeReady(&nl.Items[i])
+		}
+		cl, err := s.client.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		driver := map[string]bool{}
+		for i := range cl.Items {
+			driver[cl.Items[i].Name] = hasDriver(&cl.Items[i])
+		}
+		if !renewed.IsZero() {
+			ll, err := s.client.CoordinationV1().Leases(v1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, l := range ll.Items {
+				if t := l.Spec.RenewTime; t != nil && t.After(renewed) && first[l.Name].IsZero() {
+					first[l.Name] = t.Time
+				}
+			}
+		}
+		for _, n := range nodes {
+			if !ready[n.name] || !driver[n.name] || (!renewed.IsZero() && first[n.name].IsZero()) {
+				return false, nil
+			}
+			if d := first[n.name].Sub(renewed); d > last {
+				last = d
+			}
+		}
+		return true, nil
+	})
+	return last, err
+}
+
+// stopNodes stops the nodes in parallel (each kubelet takes a few seconds to go) and checks
+// that none left a mount behind.
+func stopNodes(nodes *[]*node) {
+	var wg sync.WaitGroup
+	for _, n := range *nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.stop() }()
+	}
+	wg.Wait()
+	for _, n := range *nodes {
+		if left := mountPoints(n.dir); len(left) > 0 {
+			fmt.Printf("%s left mounts behind: %v\n", n.name, left)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// deadProcs names the first node process that is no longer running, or is "".
+func deadProcs(nodes []*node) string {
+	for _, n := range nodes {
+		for _, p := range []struct {
+			what string
+			cmd  *exec.Cmd
+		}{{"driver", n.driver}, {"registrar", n.registrar}, {"kubelet", n.kubelet}} {
+			// Signal reports os.ErrProcessDone once startProc's Wait has reaped it.
+			if p.cmd == nil || p.cmd.Process.Signal(syscall.Signal(0)) != nil {
+				return n.name + "'s " + p.what
+			}
+		}
+	}
+	return ""
+}
