@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-fleet fuzz install clean
 
 all: build
 
@@ -85,6 +85,12 @@ bench: build peers
 ## process on one real hostpath driver (lifecycle vs. the bare-RPC floor, reconciler queries).
 bench-upstream: build
 	scripts/bench-upstream.sh
+
+## bench-fleet: 20 hollow nodes (the real kubelet, registrar and hostpath driver each) per
+## plugin on one kube-apiserver: API requests per node at registration, at rest and around an
+## API server restart, Node/CSINode writes, kubelet RSS; kcsi and upstream side by side.
+bench-fleet: build
+	scripts/bench-fleet.sh
 
 ## fuzz: libFuzzer + ASAN over the C API's JSON and string entry points (FUZZ_SECONDS per
 ## target, default 3); see scripts/fuzz.sh.
