@@ -105,12 +105,12 @@ func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetRe
 		// 20 kubelets' logging off the 2 cores.
 		n.kubeletArgs = []string{"-node-status-update=10s", "-v=1"}
 		nodes = append(nodes, n)
-		if err := n.startDriver(ctx); err != nil {
-			return nil, err
-		}
 		if err := n.launchKubelet(); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.startDrivers(ctx, nodes); err != nil {
+		return nil, err
 	}
 	if _, err := s.waitFleet(ctx, nodes, 5*time.Minute, time.Time{}); err != nil {
 		return nil, err
@@ -166,6 +166,37 @@ func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetRe
 	r.registration, r.rest, r.restart = counts[0], counts[1], counts[2]
 	r.restartMinutes = up.Add(o.after).Sub(down).Minutes()
 	return r, nil
+}
+
+// startDrivers starts each node's driver and registrar once its Node object exists, as a
+// DaemonSet's pods land on a node only then: a registrar started earlier would fail its
+// registration (the plugin cannot record the driver on a Node that is not there) and exit.
+func (s *suite) startDrivers(ctx context.Context, nodes []*node) error {
+	return waitEvery(ctx, 500*time.Millisecond, 5*time.Minute, "every Node object", func() (bool, error) {
+		if dead := deadProcs(nodes); dead != "" {
+			return false, fmt.Errorf("%s died", dead)
+		}
+		nl, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		exists := map[string]bool{}
+		for _, nd := range nl.Items {
+			exists[nd.Name] = true
+		}
+		started := 0
+		for _, n := range nodes {
+			if n.driver == nil && exists[n.name] {
+				if err := n.startDriver(ctx); err != nil {
+					return false, err
+				}
+			}
+			if n.driver != nil {
+				started++
+			}
+		}
+		return started == len(nodes), nil
+	})
 }
 
 // waitFleet waits until every node is Ready with the driver in its CSINode and, if renewed
@@ -247,15 +278,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// deadProcs names the first node process that is no longer running, or is "".
+// deadProcs names the first node process that has exited, or is "".
 func deadProcs(nodes []*node) string {
 	for _, n := range nodes {
 		for _, p := range []struct {
 			what string
 			cmd  *exec.Cmd
 		}{{"driver", n.driver}, {"registrar", n.registrar}, {"kubelet", n.kubelet}} {
-			// Signal reports os.ErrProcessDone once startProc's Wait has reaped it.
-			if p.cmd == nil || p.cmd.Process.Signal(syscall.Signal(0)) != nil {
+			// Signal reports os.ErrProcessDone once startProc's Wait has reaped it; nil is
+			// not started yet.
+			if p.cmd != nil && p.cmd.Process.Signal(syscall.Signal(0)) != nil {
 				return n.name + "'s " + p.what
 			}
 		}

@@ -151,6 +151,9 @@ func (n *node) startKubelet(ctx context.Context) error {
 func (n *node) launchKubelet() error {
 	args := append([]string{"kubelet", "-plugin", n.plugin, "-root", n.root, "-kubeconfig", n.s.kubeconfig,
 		"-node", n.name, "-v=3"}, n.kubeletArgs...)
+	if err := os.MkdirAll(n.root, 0o750); err != nil {
+		return err
+	}
 	var err error
 	if n.kubelet, err = startProc(filepath.Join(n.dir, "kubelet.log"), n.s.self, args...); err != nil {
 		return fmt.Errorf("kubelet: %w", err)
