@@ -38,6 +38,8 @@ type fleetResult struct {
 	// Per kubelet process (the plugin included), at the end of the rest window.
 	rss, native []int64
 	conns       []int
+	// registrarRestarts: registrars that exited (a failed registration) and were restarted.
+	registrarRestarts int
 }
 
 func runFleet(args []string) error {
@@ -71,7 +73,7 @@ func runFleet(args []string) error {
 	}
 	results := map[string]*fleetResult{}
 	for _, p := range selected {
-		r, err := s.fleet(ctx, p, o)
+		r, err := s.runPluginFleet(ctx, p, o)
 		if err != nil {
 			return fmt.Errorf("%s fleet: %w (logs under %s: run with -keep)", p, err, filepath.Join(s.work, p))
 		}
@@ -79,10 +81,24 @@ func runFleet(args []string) error {
 		results[p] = r
 	}
 	printFleets(selected, results)
+	if left := mountPoints(s.work); len(left) > 0 {
+		return fmt.Errorf("the nodes left mounts behind: %v", left)
+	}
 	return nil
 }
 
-func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetResult, error) {
+// fleet is one plugin's nodes while they run.
+type fleet struct {
+	s     *suite
+	nodes []*node
+	// A registrar whose registration fails exits ("restarting registration container"), and
+	// the kubelet restarts a DaemonSet's container after 10 s, doubling up to 5 min
+	// (CrashLoopBackOff): the fleet does the same.
+	exited   map[*node]time.Time
+	restarts map[*node]int
+}
+
+func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) (*fleetResult, error) {
 	dir := filepath.Join(s.work, plugin)
 	api := filepath.Join(dir, "api")
 	stopAPI, err := s.startAPIServer(api, "KCSI_APISERVER_AUDIT=1")
@@ -93,8 +109,8 @@ func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetRe
 	if _, err := s.client.StorageV1().CSIDrivers().Create(ctx, hostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	nodes := make([]*node, 0, o.nodes)
-	defer stopNodes(&nodes)
+	f := &fleet{s: s, exited: map[*node]time.Time{}, restarts: map[*node]int{}}
+	defer f.stop()
 	r := &fleetResult{nodes: o.nodes}
 
 	fmt.Printf("[%s] starting %d nodes\n", plugin, o.nodes)
@@ -104,26 +120,26 @@ func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetRe
 		// The kubelet's default status period, so the counts are a real node's; -v=1 keeps
 		// 20 kubelets' logging off the 2 cores.
 		n.kubeletArgs = []string{"-node-status-update=10s", "-v=1"}
-		nodes = append(nodes, n)
+		f.nodes = append(f.nodes, n)
 		if err := n.launchKubelet(); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.startDrivers(ctx, nodes); err != nil {
+	if err := f.startDrivers(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.waitFleet(ctx, nodes, 5*time.Minute, time.Time{}); err != nil {
+	if _, err := f.waitReady(ctx, 5*time.Minute, time.Time{}); err != nil {
 		return nil, err
 	}
 	r.ready = time.Since(start)
 	fmt.Printf("[%s] %d nodes Ready with the driver in %.1f s\n", plugin, o.nodes, r.ready.Seconds())
-	if err := sleep(ctx, o.settle); err != nil {
+	if err := f.run(ctx, o.settle); err != nil {
 		return nil, err
 	}
 	registered := time.Now()
 
 	fmt.Printf("[%s] at rest for %s\n", plugin, o.rest)
-	if err := sleep(ctx, o.rest); err != nil {
+	if err := f.run(ctx, o.rest); err != nil {
 		return nil, err
 	}
 	rested := time.Now()
@@ -132,7 +148,7 @@ func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetRe
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range nodes {
+	for _, n := range f.nodes {
 		pid := n.kubelet.Process.Pid
 		rss, native := memory(pid)
 		r.rss, r.native, r.conns = append(r.rss, rss), append(r.native, native), append(r.conns, connections(pid, port))
@@ -143,21 +159,18 @@ func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetRe
 	if err := s.apiserver("stop-apiserver", api); err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, o.down); err != nil {
+	if err := f.run(ctx, o.down); err != nil {
 		return nil, err
 	}
 	if err := s.apiserver("start-apiserver", api); err != nil {
 		return nil, err
 	}
 	up := time.Now()
-	if r.back, err = s.waitFleet(ctx, nodes, 2*time.Minute, up); err != nil {
+	if r.back, err = f.waitReady(ctx, 2*time.Minute, up); err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, time.Until(up.Add(o.after))); err != nil {
+	if err := f.run(ctx, time.Until(up.Add(o.after))); err != nil {
 		return nil, err
-	}
-	if dead := deadProcs(nodes); dead != "" {
-		return nil, fmt.Errorf("%s died", dead)
 	}
 	counts, err := readAudit(filepath.Join(api, "audit.log"), []window{{start, registered}, {registered, rested}, {down, up.Add(o.after)}})
 	if err != nil {
@@ -165,18 +178,73 @@ func (s *suite) fleet(ctx context.Context, plugin string, o fleetOpts) (*fleetRe
 	}
 	r.registration, r.rest, r.restart = counts[0], counts[1], counts[2]
 	r.restartMinutes = up.Add(o.after).Sub(down).Minutes()
+	for _, c := range f.restarts {
+		r.registrarRestarts += c
+	}
 	return r, nil
 }
 
-// startDrivers starts each node's driver and registrar once its Node object exists, as a
-// DaemonSet's pods land on a node only then: a registrar started earlier would fail its
-// registration (the plugin cannot record the driver on a Node that is not there) and exit.
-func (s *suite) startDrivers(ctx context.Context, nodes []*node) error {
-	return waitEvery(ctx, 500*time.Millisecond, 5*time.Minute, "every Node object", func() (bool, error) {
-		if dead := deadProcs(nodes); dead != "" {
-			return false, fmt.Errorf("%s died", dead)
+// check fails if a driver or kubelet exited, and restarts registrars as the kubelet would.
+func (f *fleet) check() error {
+	for _, n := range f.nodes {
+		for what, cmd := range map[string]*exec.Cmd{"driver": n.driver, "kubelet": n.kubelet} {
+			if exited(cmd) {
+				return fmt.Errorf("%s's %s died", n.name, what)
+			}
 		}
-		nl, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if !exited(n.registrar) {
+			continue
+		}
+		if f.exited[n].IsZero() {
+			f.exited[n] = time.Now()
+		}
+		backoff := min(10*time.Second<<f.restarts[n], 5*time.Minute)
+		if time.Since(f.exited[n]) < backoff {
+			continue
+		}
+		if err := n.startRegistrar(); err != nil {
+			return err
+		}
+		f.restarts[n]++
+		delete(f.exited, n)
+	}
+	return nil
+}
+
+// exited: the process has ended (Signal reports os.ErrProcessDone once startProc's Wait has
+// reaped it); nil is not started yet.
+func exited(cmd *exec.Cmd) bool {
+	return cmd != nil && cmd.Process.Signal(syscall.Signal(0)) != nil
+}
+
+// run lets the fleet run for d, checking it every 500 ms.
+func (f *fleet) run(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d)
+	for {
+		if err := f.check(); err != nil {
+			return err
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(left, 500*time.Millisecond)):
+		}
+	}
+}
+
+// startDrivers starts each node's driver and registrar once its Node object exists, as a
+// DaemonSet's pods land on a node only then (a registrar started earlier fails its
+// registration: the plugin cannot record the driver on a Node that is not there).
+func (f *fleet) startDrivers(ctx context.Context) error {
+	return waitEvery(ctx, 500*time.Millisecond, 5*time.Minute, "every Node object", func() (bool, error) {
+		if err := f.check(); err != nil {
+			return false, err
+		}
+		nl, err := f.s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -185,7 +253,7 @@ func (s *suite) startDrivers(ctx context.Context, nodes []*node) error {
 			exists[nd.Name] = true
 		}
 		started := 0
-		for _, n := range nodes {
+		for _, n := range f.nodes {
 			if n.driver == nil && exists[n.name] {
 				if err := n.startDriver(ctx); err != nil {
 					return false, err
@@ -195,14 +263,14 @@ func (s *suite) startDrivers(ctx context.Context, nodes []*node) error {
 				started++
 			}
 		}
-		return started == len(nodes), nil
+		return started == len(f.nodes), nil
 	})
 }
 
-// waitFleet waits until every node is Ready with the driver in its CSINode and, if renewed
+// waitReady waits until every node is Ready with the driver in its CSINode and, if renewed
 // is set, has renewed its Lease since then; it returns how long after renewed the last node
-// first did (from the Leases' renewTime, not the 500 ms polls). A dead process fails it.
-func (s *suite) waitFleet(ctx context.Context, nodes []*node, timeout time.Duration, renewed time.Time) (time.Duration, error) {
+// first did (from the Leases' renewTime, not the 500 ms polls).
+func (f *fleet) waitReady(ctx context.Context, timeout time.Duration, renewed time.Time) (time.Duration, error) {
 	first := map[string]time.Time{} // node -> its first renewal after renewed
 	var last time.Duration
 	what := "every node Ready with the driver in its CSINode"
@@ -210,18 +278,18 @@ func (s *suite) waitFleet(ctx context.Context, nodes []*node, timeout time.Durat
 		what += " and its Lease renewed"
 	}
 	err := waitEvery(ctx, 500*time.Millisecond, timeout, what, func() (bool, error) {
-		if dead := deadProcs(nodes); dead != "" {
-			return false, fmt.Errorf("%s died", dead)
+		if err := f.check(); err != nil {
+			return false, err
 		}
 		ready := map[string]bool{}
-		nl, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nl, err := f.s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil // the restarted API server may not answer yet
 		}
 		for i := range nl.Items {
 			ready[nl.Items[i].Name] = nodeReady(&nl.Items[i])
 		}
-		cl, err := s.client.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
+		cl, err := f.s.client.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -230,7 +298,7 @@ func (s *suite) waitFleet(ctx context.Context, nodes []*node, timeout time.Durat
 			driver[cl.Items[i].Name] = hasDriver(&cl.Items[i])
 		}
 		if !renewed.IsZero() {
-			ll, err := s.client.CoordinationV1().Leases(v1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+			ll, err := f.s.client.CoordinationV1().Leases(v1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, nil
 			}
@@ -240,7 +308,7 @@ func (s *suite) waitFleet(ctx context.Context, nodes []*node, timeout time.Durat
 				}
 			}
 		}
-		for _, n := range nodes {
+		for _, n := range f.nodes {
 			if !ready[n.name] || !driver[n.name] || (!renewed.IsZero() && first[n.name].IsZero()) {
 				return false, nil
 			}
@@ -253,44 +321,12 @@ func (s *suite) waitFleet(ctx context.Context, nodes []*node, timeout time.Durat
 	return last, err
 }
 
-// stopNodes stops the nodes in parallel (each kubelet takes a few seconds to go) and checks
-// that none left a mount behind.
-func stopNodes(nodes *[]*node) {
+// stop stops the nodes in parallel (each kubelet takes a few seconds to go).
+func (f *fleet) stop() {
 	var wg sync.WaitGroup
-	for _, n := range *nodes {
+	for _, n := range f.nodes {
 		wg.Add(1)
 		go func() { defer wg.Done(); n.stop() }()
 	}
 	wg.Wait()
-	for _, n := range *nodes {
-		if left := mountPoints(n.dir); len(left) > 0 {
-			fmt.Printf("%s left mounts behind: %v\n", n.name, left)
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
-// deadProcs names the first node process that has exited, or is "".
-func deadProcs(nodes []*node) string {
-	for _, n := range nodes {
-		for _, p := range []struct {
-			what string
-			cmd  *exec.Cmd
-		}{{"driver", n.driver}, {"registrar", n.registrar}, {"kubelet", n.kubelet}} {
-			// Signal reports os.ErrProcessDone once startProc's Wait has reaped it; nil is
-			// not started yet.
-			if p.cmd != nil && p.cmd.Process.Signal(syscall.Signal(0)) != nil {
-				return n.name + "'s " + p.what
-			}
-		}
-	}
-	return ""
 }

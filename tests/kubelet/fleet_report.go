@@ -59,6 +59,7 @@ func printFleets(selected []string, results map[string]*fleetResult) {
 	}{
 		{"nodes", func(r *fleetResult) string { return fmt.Sprint(r.nodes) }},
 		{"all Ready with the driver in CSINode, s", func(r *fleetResult) string { return fmt.Sprintf("%.1f", r.ready.Seconds()) }},
+		{"registrar restarts (failed registrations)", func(r *fleetResult) string { return fmt.Sprint(r.registrarRestarts) }},
 		{"registration: requests per node", perNode(reg, all)},
 		{"  of them kcsi's own client", perNode(reg, byClient("kcsi"))},
 		{"  Node writes per node", perNode(reg, writesOf("nodes"))},

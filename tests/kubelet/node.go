@@ -121,6 +121,11 @@ func (n *node) startDriver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return n.startRegistrar()
+}
+
+func (n *node) startRegistrar() error {
+	var err error
 	n.registrar, err = startProc(filepath.Join(n.dir, "registrar.log"), n.s.registrar, "--csi-address="+n.socket,
 		"--kubelet-registration-path="+n.socket, "--plugin-registration-path="+filepath.Join(n.root, "plugins_registry"), "-v=3")
 	if err != nil {
