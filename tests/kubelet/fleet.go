@@ -36,8 +36,8 @@ type fleetResult struct {
 	registration, rest, restart tally
 	restMinutes, restartMinutes float64
 	// Per kubelet process (the plugin included), at the end of the rest window.
-	rss, native []int64
-	conns       []int
+	rss, goHeap, lib []int64
+	conns            []int
 	// registrarRestarts: registrars that exited (a failed registration) and were restarted.
 	registrarRestarts int
 }
@@ -50,7 +50,7 @@ func runFleet(args []string) error {
 	plugin := fs.String("plugin", "both", "kcsi, upstream or both")
 	o := fleetOpts{}
 	fs.DurationVar(&o.settle, "settle", 20*time.Second, "counted as registration after the last node is Ready")
-	fs.DurationVar(&o.rest, "rest", 3*time.Minute, "the window at rest")
+	fs.DurationVar(&o.rest, "rest", 6*time.Minute, "the window at rest (kcsi's watch renews every 290 s, the kubelet's every 5-10 min)")
 	fs.DurationVar(&o.down, "down", 10*time.Second, "how long the API server is stopped")
 	fs.DurationVar(&o.after, "after", time.Minute, "the window counted after the API server is back")
 	keep := fs.Bool("keep", false, "keep the work directory")
@@ -150,8 +150,9 @@ func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) 
 	}
 	for _, n := range f.nodes {
 		pid := n.kubelet.Process.Pid
-		rss, native := memory(pid)
-		r.rss, r.native, r.conns = append(r.rss, rss), append(r.native, native), append(r.conns, connections(pid, port))
+		rss, goHeap, lib := memory(pid)
+		r.rss, r.goHeap, r.lib = append(r.rss, rss), append(r.goHeap, goHeap), append(r.lib, lib)
+		r.conns = append(r.conns, connections(pid, port))
 	}
 
 	fmt.Printf("[%s] restarting the API server (down %s)\n", plugin, o.down)
