@@ -237,11 +237,14 @@ func (f *fleet) run(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// startDrivers starts each node's driver and registrar once its Node object exists, as a
-// DaemonSet's pods land on a node only then (a registrar started earlier fails its
-// registration: the plugin cannot record the driver on a Node that is not there).
+// startDrivers starts each node's driver and registrar once the node is Ready, as a
+// DaemonSet's pods land on it only then (they do not tolerate the not-ready:NoSchedule taint).
+// Started as soon as the Node exists, upstream's registrar loses a race under load: its
+// CSINode is created with the Node's UID only once the plugin's start-up has read it (between
+// backoff pauses of up to 15 s), before that the create fails (ownerReferences.uid empty) and
+// the registrar exits, while kcsi reads the UID when it creates the CSINode.
 func (f *fleet) startDrivers(ctx context.Context) error {
-	return waitEvery(ctx, 500*time.Millisecond, 5*time.Minute, "every Node object", func() (bool, error) {
+	return waitEvery(ctx, 500*time.Millisecond, 5*time.Minute, "every node Ready", func() (bool, error) {
 		if err := f.check(); err != nil {
 			return false, err
 		}
@@ -249,13 +252,13 @@ func (f *fleet) startDrivers(ctx context.Context) error {
 		if err != nil {
 			return false, err
 		}
-		exists := map[string]bool{}
-		for _, nd := range nl.Items {
-			exists[nd.Name] = true
+		ready := map[string]bool{}
+		for i := range nl.Items {
+			ready[nl.Items[i].Name] = nodeReady(&nl.Items[i])
 		}
 		started := 0
 		for _, n := range f.nodes {
-			if n.driver == nil && exists[n.name] {
+			if n.driver == nil && ready[n.name] {
 				if err := n.startDriver(ctx); err != nil {
 					return false, err
 				}
