@@ -36,8 +36,8 @@ type fleetResult struct {
 	registration, rest, restart tally
 	restMinutes, restartMinutes float64
 	// Per kubelet process (the plugin included), at the end of the rest window.
-	rss, goHeap, lib []int64
-	conns            []int
+	rss, lib []int64
+	conns    []int
 	// registrarRestarts: registrars that exited (a failed registration) and were restarted.
 	registrarRestarts int
 }
@@ -150,8 +150,8 @@ func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) 
 	}
 	for _, n := range f.nodes {
 		pid := n.kubelet.Process.Pid
-		rss, goHeap, lib := memory(pid)
-		r.rss, r.goHeap, r.lib = append(r.rss, rss), append(r.goHeap, goHeap), append(r.lib, lib)
+		rss, lib := memory(pid)
+		r.rss, r.lib = append(r.rss, rss), append(r.lib, lib)
 		r.conns = append(r.conns, connections(pid, port))
 	}
 

@@ -130,44 +130,36 @@ func byVerb(v string) func(request) bool { return func(r request) bool { return 
 
 func failed(r request) bool { return r.failed }
 
-// memory reads a process's RSS and two parts of it: the Go heap (Go keeps its arenas at
-// 0xc000000000 and up) and the pages of libkcsi.so (its code and static data; the upstream
-// kubelet links it too but never calls it). The rest is the binary, libc, thread stacks, the
-// Go runtime's metadata and the Rust heap (glibc malloc), which smaps cannot tell apart.
-func memory(pid int) (rss, goHeap, lib int64) {
+// memory reads a process's RSS and the part of it in libkcsi.so's pages (its code and static
+// data; the upstream kubelet links it too but never calls it). The Rust heap cannot be told
+// apart from Go's in smaps (Go 1.26 places its heap at a random address), so the rest of
+// kcsi's share shows only as the difference to the upstream kubelet.
+func memory(pid int) (rss, lib int64) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
 	if err != nil {
-		return 0, 0, 0
+		return 0, 0
 	}
 	defer f.Close()
-	var part *int64
+	inLib := false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) == 0 {
 			continue
 		}
-		if start, _, ok := strings.Cut(fields[0], "-"); ok && len(fields) >= 5 {
-			addr, _ := strconv.ParseUint(start, 16, 64)
-			switch {
-			case len(fields) >= 6 && strings.Contains(fields[5], "libkcsi"):
-				part = &lib
-			case len(fields) == 5 && addr >= 0xc000000000 && addr < 0xd000000000:
-				part = &goHeap
-			default:
-				part = nil
-			}
+		if strings.Contains(fields[0], "-") && len(fields) >= 5 {
+			inLib = len(fields) >= 6 && strings.Contains(fields[5], "libkcsi")
 			continue
 		}
 		if fields[0] == "Rss:" && len(fields) >= 2 {
 			kb, _ := strconv.ParseInt(fields[1], 10, 64)
 			rss += kb << 10
-			if part != nil {
-				*part += kb << 10
+			if inLib {
+				lib += kb << 10
 			}
 		}
 	}
-	return rss, goHeap, lib
+	return rss, lib
 }
 
 // connections counts a process's established TCP connections to port on 127.0.0.1: its

@@ -79,7 +79,6 @@ func printFleets(selected []string, results map[string]*fleetResult) {
 		{"  failed requests per node", perNode(restart, failed)},
 		{"  every Lease renewed, s after up", func(r *fleetResult) string { return fmt.Sprintf("%.1f", r.back.Seconds()) }},
 		{"kubelet RSS, median MiB", func(r *fleetResult) string { return mib(r.rss) }},
-		{"  Go heap, median MiB", func(r *fleetResult) string { return mib(r.goHeap) }},
 		{"  libkcsi.so pages, median MiB", func(r *fleetResult) string { return mib(r.lib) }},
 		{"connections to the API server", func(r *fleetResult) string {
 			c := slices.Clone(r.conns)
