@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet fuzz install clean
 
 all: build
 
@@ -91,6 +91,12 @@ bench-upstream: build
 bench-kubelet: build
 	KCSI_KUBELET_GO_TESTS=0 KCSI_KUBELET_BENCH=32,110 \
 	  KCSI_KUBELET_ARGS="-scenarios none -bench-rounds 3 -bench-volumes fs,block" scripts/test-kubelet.sh
+
+## bench-fleet: 20 hollow nodes (the real kubelet, registrar and hostpath driver each) per
+## plugin on one kube-apiserver: API requests per node at registration, at rest and around an
+## API server restart, Node/CSINode writes, kubelet RSS; kcsi and upstream side by side.
+bench-fleet: build
+	scripts/bench-fleet.sh
 
 ## fuzz: libFuzzer + ASAN over the C API's JSON and string entry points (FUZZ_SECONDS per
 ## target, default 3); see scripts/fuzz.sh.

@@ -7,10 +7,8 @@
 #   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmarks (default 32; 0 skips them)
 #   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's tests (make bench-kubelet)
 #   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
-# The e2e binary links the whole kubelet: its first build takes ~10 min on 2 cores. It is
-# cached outside git, keyed on its Go sources (and the binding's), go.sum, kcsi.h and the Go
-# version, in ${KCSI_PEERS_CACHE:-~/.cache/kcsi-peers}/kubelet-e2e-<key>/; it links
-# libkcsi.so.1 dynamically, so a library change alone needs no rebuild.
+# The e2e binary links the whole kubelet (~10 min on 2 cores at first): scripts/kubelet-e2e-bin.sh
+# builds and caches it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -27,21 +25,7 @@ scripts/peers/path.sh faultdriver >/dev/null 2>&1 || scripts/peers/build.sh faul
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-key=$( { cat tests/kubelet/go.mod tests/kubelet/go.sum tests/kubelet/*.go \
-           bindings/go/volumeplugin/go.mod bindings/go/volumeplugin/*.go \
-           bindings/go/go.mod bindings/go/*.go bindings/go/*.c bindings/go/*.h include/kcsi.h
-         echo "$KCSI_GO_VERSION"; } | sha256sum | cut -c1-16)
-BIN=$KCSI_PEERS_CACHE/kubelet-e2e-$key/kubelet-e2e
-if [ ! -x "$BIN" ]; then
-  echo "--- building $BIN (first build of the kubelet: ~10 min on 2 cores)"
-  start=$SECONDS
-  mkdir -p "$(dirname "$BIN")"
-  (cd tests/kubelet && "$GO" build -o "$BIN.tmp" .) || { rm -f "$BIN.tmp"; exit 1; }
-  mv "$BIN.tmp" "$BIN"
-  echo "--- built in $((SECONDS - start)) s"
-else
-  echo "--- reusing $BIN"
-fi
+BIN=$(scripts/kubelet-e2e-bin.sh) || exit 1
 
 failed=()
 if [ "${KCSI_KUBELET_GO_TESTS:-1}" != 0 ]; then

@@ -14,7 +14,9 @@
 # Processes run in their own session (setsid) with output to the logs, so they outlive this
 # script; the caller stops them with `stop`. Nothing binds anything but 127.0.0.1.
 # Env: KCSI_APISERVER_TIMEOUT (readiness timeout, default 90 s); ETCD / KUBE_APISERVER override
-# the binaries (default: the ones scripts/peers/build.sh cached).
+# the binaries (default: the ones scripts/peers/build.sh cached); KCSI_APISERVER_AUDIT=1 at
+# `start` writes every request's metadata (verb, resource, userAgent; no bodies) to
+# DIR/audit.log, kept across start-apiserver (DIR/audit-policy.yaml marks it on).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -134,8 +136,11 @@ start_etcd() {
 }
 
 start_apiserver() {
-  local apiserver t0
+  local apiserver t0 audit=()
   apiserver=$(peer_bin "${KUBE_APISERVER:-}" kube-apiserver)
+  # Blocking mode: an event is written before the request returns, so none is lost at a stop.
+  [ -f "$DIR/audit-policy.yaml" ] && audit=(--audit-policy-file="$DIR/audit-policy.yaml"
+    --audit-log-path="$DIR/audit.log" --audit-log-mode=blocking --audit-log-format=json)
   t0=$(date +%s)
   spawn "$DIR/apiserver.pid" "$DIR/apiserver.log" "$apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -148,7 +153,7 @@ start_apiserver() {
     --authorization-mode=RBAC \
     --token-auth-file="$DIR/tokens.csv" \
     --disable-admission-plugins=ServiceAccount \
-    --allow-privileged=true
+    --allow-privileged=true "${audit[@]}"
   while :; do
     if readyz; then
       echo "kube-apiserver ready on https://127.0.0.1:$PORT after $(( $(date +%s) - t0 ))s (pid $(cat "$DIR/apiserver.pid"))"
@@ -220,6 +225,10 @@ case "$cmd" in
     [ -s "$DIR/token" ] || openssl rand -hex 24 >"$DIR/token"
     printf '%s,admin,admin-uid,"system:masters"\n' "$(cat "$DIR/token")" >"$DIR/tokens.csv"
     chmod 600 "$DIR/sa.key" "$DIR/token" "$DIR/tokens.csv"
+    rm -f "$DIR/audit-policy.yaml" "$DIR/audit.log"
+    # Metadata only, one event when the response starts (a watch's start) or completes.
+    [ "${KCSI_APISERVER_AUDIT:-}" = 1 ] && printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' \
+      'omitStages: [RequestReceived]' 'rules:' '- level: Metadata' >"$DIR/audit-policy.yaml"
     t_start=$(date +%s)
     : >"$DIR/etcd.log"; : >"$DIR/apiserver.log"   # fresh logs per start (restarts append)
     ok=

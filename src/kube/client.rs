@@ -30,12 +30,18 @@ impl ApiClient {
     pub fn recording(path: &Path, telemetry: Telemetry) -> Result<ApiClient> {
         let what = format!("kubeconfig {}", path.display());
         let kubeconfig = super::kubeconfig::read(path)?;
-        let config = ready(::kube::Config::from_custom_kubeconfig(
+        let mut config = ready(::kube::Config::from_custom_kubeconfig(
             kubeconfig,
             &KubeConfigOptions::default(),
         ))
         .ok_or_else(|| Error::internal(format!("loading {what} did not complete synchronously")))?
         .map_err(|e| Error::invalid(format!("cannot use {what}: {e}")))?;
+        // kube-rs sends none: name kcsi, so the API server's audit log and metrics attribute
+        // its requests (the kubelet's own client says "kubelet/<version>").
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(concat!("kcsi/", env!("CARGO_PKG_VERSION"))),
+        ));
         let requests = Arc::new(AtomicU64::new(0));
         let count = tower::util::MapRequestLayer::new(counting(requests.clone(), telemetry));
         let client = ::kube::client::ClientBuilder::try_from(config)

@@ -74,12 +74,7 @@ func (a *attachStack) start(ctx context.Context) error {
 		if err != nil {
 			return false, ignoreNotFound(err)
 		}
-		for _, d := range cn.Spec.Drivers {
-			if d.Name == attachDriverName {
-				return true, nil
-			}
-		}
-		return false, nil
+		return hasDriver(cn, attachDriverName), nil
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -35,6 +36,7 @@ type node struct {
 	socket string
 
 	driver, registrar, kubelet *exec.Cmd
+	kubeletArgs                []string // extra `kubelet-e2e kubelet` flags
 	driverLog                  string
 	csi                        *grpc.ClientConn
 	// attach is the driver that needs attaching, with its external-attacher and the
@@ -43,9 +45,13 @@ type node struct {
 }
 
 func (s *suite) newNode(plugin string) *node {
-	dir := filepath.Join(s.work, plugin)
+	return s.nodeIn(filepath.Join(s.work, plugin), plugin, "node-"+plugin)
+}
+
+// nodeIn is a node named name with everything under dir.
+func (s *suite) nodeIn(dir, plugin, name string) *node {
 	root := filepath.Join(dir, "root")
-	return &node{s: s, plugin: plugin, name: "node-" + plugin, ns: "ns-" + plugin, dir: dir, root: root,
+	return &node{s: s, plugin: plugin, name: name, ns: "ns-" + plugin, dir: dir, root: root,
 		state: filepath.Join(dir, "state"), socket: filepath.Join(root, "plugins", driverName, "csi.sock"),
 		driverLog: filepath.Join(dir, "driver.log")}
 }
@@ -90,6 +96,19 @@ func killProc(cmd *exec.Cmd) {
 }
 
 func (n *node) start(ctx context.Context) error {
+	if err := n.startDriverAndRegistrar(ctx); err != nil {
+		return err
+	}
+	if err := n.startKubelet(ctx); err != nil {
+		return err
+	}
+	n.attach = n.newAttachStack()
+	return n.attach.start(ctx)
+}
+
+// startDriverAndRegistrar starts the hostpath driver and, once its socket is there, the
+// registrar.
+func (n *node) startDriverAndRegistrar(ctx context.Context) error {
 	for _, d := range []string{filepath.Dir(n.socket), filepath.Join(n.root, "plugins_registry"), n.state} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return err
@@ -98,17 +117,17 @@ func (n *node) start(ctx context.Context) error {
 	if err := n.startHostpath(ctx); err != nil {
 		return err
 	}
+	return n.startRegistrar()
+}
+
+func (n *node) startRegistrar() error {
 	var err error
 	n.registrar, err = startProc(filepath.Join(n.dir, "registrar.log"), n.s.registrar, "--csi-address="+n.socket,
 		"--kubelet-registration-path="+n.socket, "--plugin-registration-path="+filepath.Join(n.root, "plugins_registry"), "-v=3")
 	if err != nil {
 		return fmt.Errorf("node-driver-registrar: %w", err)
 	}
-	if err := n.startKubelet(ctx); err != nil {
-		return err
-	}
-	n.attach = n.newAttachStack()
-	return n.attach.start(ctx)
+	return nil
 }
 
 // maxNodeExpansion is the hostpath driver's -max-volume-size-node: NodeExpandVolume above it
@@ -147,37 +166,54 @@ func (n *node) startDriver(ctx context.Context, bin string, args ...string) erro
 }
 
 func (n *node) startKubelet(ctx context.Context) error {
-	var err error
-	n.kubelet, err = startProc(filepath.Join(n.dir, "kubelet.log"), n.s.self, "kubelet", "-plugin", n.plugin,
-		"-root", n.root, "-kubeconfig", n.s.kubeconfig, "-node", n.name, "-v=3")
-	if err != nil {
-		return fmt.Errorf("kubelet: %w", err)
+	if err := n.launchKubelet(); err != nil {
+		return err
 	}
 	return waitFor(ctx, 90*time.Second, n.name+" Ready with the driver in its CSINode", func() (bool, error) {
 		nd, err := n.s.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
-		if err != nil {
+		if err != nil || !nodeReady(nd) {
 			return false, ignoreNotFound(err)
-		}
-		ready := false
-		for _, c := range nd.Status.Conditions {
-			if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
-				ready = true
-			}
-		}
-		if !ready {
-			return false, nil
 		}
 		cn, err := n.s.client.StorageV1().CSINodes().Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil {
 			return false, ignoreNotFound(err)
 		}
-		for _, d := range cn.Spec.Drivers {
-			if d.Name == driverName {
-				return true, nil
-			}
-		}
-		return false, nil
+		return hasDriver(cn, driverName), nil
 	})
+}
+
+// launchKubelet starts the kubelet process without waiting for it; kubeletArgs come last
+// and so override the defaults.
+func (n *node) launchKubelet() error {
+	args := append([]string{"kubelet", "-plugin", n.plugin, "-root", n.root, "-kubeconfig", n.s.kubeconfig,
+		"-node", n.name, "-v=3"}, n.kubeletArgs...)
+	if err := os.MkdirAll(n.root, 0o750); err != nil {
+		return err
+	}
+	var err error
+	if n.kubelet, err = startProc(filepath.Join(n.dir, "kubelet.log"), n.s.self, args...); err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	return nil
+}
+
+func nodeReady(nd *v1.Node) bool {
+	for _, c := range nd.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// hasDriver reports whether the CSINode lists the driver named name.
+func hasDriver(cn *storagev1.CSINode, name string) bool {
+	for _, d := range cn.Spec.Drivers {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *node) stopKubelet() {
@@ -209,6 +245,11 @@ func ignoreNotFound(err error) error {
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	return waitEvery(ctx, 100*time.Millisecond, timeout, what, cond)
+}
+
+// waitEvery is waitFor checking every period (the fleet's checks list every node).
+func waitEvery(ctx context.Context, period, timeout time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()
@@ -224,7 +265,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(period):
 		}
 	}
 }

@@ -48,16 +48,12 @@ func runSuite(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	s := &suite{repo: *repo}
-	var err error
-	if s.self, err = os.Executable(); err != nil {
+	s, err := newSuite(*repo, *work, "kcsi-kubelet-e2e.")
+	if err != nil {
 		return err
 	}
-	if s.hostpath, err = s.peer("hostpath"); err != nil {
-		return err
-	}
-	if s.registrar, err = s.peer("registrar"); err != nil {
-		return err
+	if !*keep {
+		defer s.removeWork()
 	}
 	if s.resizer, err = s.peer("resizer"); err != nil {
 		return err
@@ -65,33 +61,12 @@ func runSuite(args []string) error {
 	if s.faultDriver, err = s.peer("faultdriver"); err != nil {
 		return err
 	}
-	s.work = *work
-	if s.work == "" {
-		if s.work, err = os.MkdirTemp("/tmp", "kcsi-kubelet-e2e."); err != nil {
-			return err
-		}
-	}
-	if !*keep {
-		defer func() {
-			unmountUnder(s.work)
-			os.RemoveAll(s.work)
-		}()
-	}
 	started := time.Now()
-	api := filepath.Join(s.work, "api")
-	if out, err := exec.Command(filepath.Join(s.repo, "scripts/peers/apiserver.sh"), "start", api).CombinedOutput(); err != nil {
-		return fmt.Errorf("starting kube-apiserver: %v\n%s", err, out)
-	}
-	defer exec.Command(filepath.Join(s.repo, "scripts/peers/apiserver.sh"), "stop", api).Run()
-	s.kubeconfig = filepath.Join(api, "kubeconfig")
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	stopAPI, err := s.startAPIServer(filepath.Join(s.work, "api"))
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 200, 400
-	if s.client, err = clientset.NewForConfig(cfg); err != nil {
-		return err
-	}
+	defer stopAPI()
 	for _, d := range []*storagev1.CSIDriver{hostpathCSIDriver(), attachCSIDriver()} {
 		if _, err := s.client.StorageV1().CSIDrivers().Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			return err
@@ -190,6 +165,66 @@ func runSuite(args []string) error {
 	fmt.Printf("\nsuite time %.1f s\n", time.Since(started).Seconds())
 	if failed > 0 || benchErrors > 0 {
 		return fmt.Errorf("%d scenario(s) failed or differ from upstream, %d benchmark run(s) failed (logs kept in %s: run with -keep)", failed, benchErrors, s.work)
+	}
+	return nil
+}
+
+// newSuite finds this binary and the peers, and makes the work directory (a new one under
+// /tmp named prefix* if work is empty).
+func newSuite(repo, work, prefix string) (*suite, error) {
+	s := &suite{repo: repo, work: work}
+	var err error
+	if s.self, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	if s.hostpath, err = s.peer("hostpath"); err != nil {
+		return nil, err
+	}
+	if s.registrar, err = s.peer("registrar"); err != nil {
+		return nil, err
+	}
+	if s.work == "" {
+		s.work, err = os.MkdirTemp("/tmp", prefix)
+	}
+	return s, err
+}
+
+func (s *suite) removeWork() {
+	unmountUnder(s.work)
+	os.RemoveAll(s.work)
+}
+
+// startAPIServer starts etcd and kube-apiserver in dir (env: apiserver.sh's settings) and
+// points s.kubeconfig and s.client at them; the returned func stops both.
+func (s *suite) startAPIServer(dir string, env ...string) (func(), error) {
+	if err := s.apiserver("start", dir, env...); err != nil {
+		return nil, err
+	}
+	stop := func() { s.apiserver("stop", dir) }
+	s.kubeconfig = filepath.Join(dir, "kubeconfig")
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	cfg.UserAgent = observerAgent
+	if s.client, err = clientset.NewForConfig(cfg); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// observerAgent is the suite's own client, which the fleet leaves out of its counts.
+const observerAgent = "kcsi-e2e-observer"
+
+// apiserver runs scripts/peers/apiserver.sh cmd dir.
+func (s *suite) apiserver(cmd, dir string, env ...string) error {
+	c := exec.Command(filepath.Join(s.repo, "scripts/peers/apiserver.sh"), cmd, dir)
+	c.Env = append(os.Environ(), env...)
+	if out, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("apiserver.sh %s: %v\n%s", cmd, err, out)
 	}
 	return nil
 }

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type window struct{ from, to time.Time }
+
+// request is what the fleet counts an API request by.
+type request struct {
+	client, verb, resource string
+	failed                 bool // answered with an error status (a retry's cause, or a throttle)
+}
+
+type tally map[request]int
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the fleet reads.
+type auditEvent struct {
+	AuditID    string `json:"auditID"`
+	RequestURI string `json:"requestURI"`
+	Verb       string `json:"verb"`
+	UserAgent  string `json:"userAgent"`
+	ObjectRef  *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+}
+
+// client names the node component that sent a request, "" for the API server's own loopback
+// requests and the harness's (apiserver.sh's curl, the suite's observer).
+func client(userAgent string) string {
+	switch {
+	case strings.HasPrefix(userAgent, "kcsi-e2e-kubelet"):
+		return "kubelet" // upstream's plugin uses the kubelet's client
+	case strings.HasPrefix(userAgent, observerAgent), strings.HasPrefix(userAgent, "kube-apiserver/"),
+		strings.HasPrefix(userAgent, "curl/"):
+		return ""
+	}
+	agent, _, _ := strings.Cut(userAgent, "/") // kcsi's own client says "kcsi/<version>"
+	return agent
+}
+
+// readAudit counts the nodes' requests received in each window. A request has an event per
+// stage (a watch one when it starts and one when it ends): each auditID counts once.
+func readAudit(path string, windows []window) ([]tally, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	counts := make([]tally, len(windows))
+	for i := range counts {
+		counts[i] = tally{}
+	}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if seen[e.AuditID] {
+			continue
+		}
+		seen[e.AuditID] = true
+		c := client(e.UserAgent)
+		if c == "" {
+			continue
+		}
+		r := request{client: c, verb: e.Verb}
+		if e.ObjectRef != nil {
+			r.resource = e.ObjectRef.Resource
+			if e.ObjectRef.Subresource != "" {
+				r.resource += "/" + e.ObjectRef.Subresource
+			}
+		} else {
+			r.resource, _, _ = strings.Cut(e.RequestURI, "?")
+		}
+		r.failed = e.ResponseStatus != nil && e.ResponseStatus.Code >= 400
+		for i, w := range windows {
+			if t := e.RequestReceivedTimestamp; !t.Before(w.from) && t.Before(w.to) {
+				counts[i][r]++
+			}
+		}
+	}
+	return counts, sc.Err()
+}
+
+func (t tally) sum(keep func(request) bool) int {
+	n := 0
+	for r, c := range t {
+		if keep(r) {
+			n += c
+		}
+	}
+	return n
+}
+
+func all(request) bool { return true }
+
+func isWrite(r request) bool {
+	switch r.verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return !r.failed
+	}
+	return false
+}
+
+func writesOf(resource string) func(request) bool {
+	return func(r request) bool { return isWrite(r) && strings.Split(r.resource, "/")[0] == resource }
+}
+
+func byClient(c string) func(request) bool { return func(r request) bool { return r.client == c } }
+
+func byVerb(v string) func(request) bool { return func(r request) bool { return r.verb == v } }
+
+func failed(r request) bool { return r.failed }
+
+// memory reads a process's RSS and the part of it in libkcsi.so's pages (its code and static
+// data; the upstream kubelet links it too but never calls it). The Rust heap cannot be told
+// apart from Go's in smaps (Go 1.26 places its heap at a random address), so the rest of
+// kcsi's share shows only as the difference to the upstream kubelet.
+func memory(pid int) (rss, lib int64) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	inLib := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if strings.Contains(fields[0], "-") && len(fields) >= 5 {
+			inLib = len(fields) >= 6 && strings.Contains(fields[5], "libkcsi")
+			continue
+		}
+		if fields[0] == "Rss:" && len(fields) >= 2 {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			rss += kb << 10
+			if inLib {
+				lib += kb << 10
+			}
+		}
+	}
+	return rss, lib
+}
+
+// connections counts a process's established TCP connections to port on 127.0.0.1: its
+// sockets' inodes matched against /proc/net/tcp.
+func connections(pid, port int) int {
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	remote := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		// sl local remote state ... inode (the tenth field); 01 is ESTABLISHED.
+		if len(f) > 9 && strings.HasSuffix(f[2], remote) && f[3] == "01" && inodes[f[9]] {
+			n++
+		}
+	}
+	return n
+}
+
+// apiPort reads the API server's port from apiserver.sh's env file.
+func apiPort(dir string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "PORT="); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("%s/env names no PORT", dir)
+}
