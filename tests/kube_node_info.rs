@@ -84,6 +84,28 @@ fn install_on_empty_node_publishes_annotation_label_and_owned_csinode() {
 }
 
 #[test]
+fn kcsi_requests_carry_a_kcsi_user_agent() {
+    let c = admin();
+    let name = unique("ni-agent");
+    create_node(&c, &name, &[], &[], &[]);
+    install(&name, 0, None).unwrap();
+    let agents: Vec<String> = ApiServer::shared()
+        .audit_events()
+        .iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "csinodes" && e["objectRef"]["name"] == name.as_str()
+        })
+        .map(|e| e["userAgent"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(!agents.is_empty(), "no audited CSINode request for {name}");
+    let want = format!("kcsi/{}", env!("CARGO_PKG_VERSION"));
+    assert!(
+        agents.iter().all(|a| *a == want),
+        "user agents {agents:?}, want {want}"
+    );
+}
+
+#[test]
 fn install_is_idempotent_for_the_same_driver_and_writes_nothing() {
     for topology in [zone_a(), None] {
         let c = admin();

@@ -184,9 +184,20 @@ impl ApiServer {
             .arg(repo().join("scripts/peers/apiserver.sh"))
             .arg(cmd)
             .arg(&self.dir)
+            // Every request's metadata (verb, resource, user agent) in dir/audit.log.
+            .env("KCSI_APISERVER_AUDIT", "1")
             .stdin(Stdio::null())
             .output()
             .expect("run scripts/peers/apiserver.sh")
+    }
+
+    /// The audit log's events so far (metadata of every request), one JSON object each.
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.join("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     /// Stops only kube-apiserver (etcd and the port stay), as an outage.
