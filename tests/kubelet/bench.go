@@ -70,7 +70,7 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pod := n.pod(fmt.Sprintf("bench-%03d", i), []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+			pod := n.claimPod(fmt.Sprintf("bench-%03d", i), c)
 			if kind == "block" {
 				pod.Spec.Containers[0].VolumeMounts = nil
 				pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}}

@@ -140,6 +140,11 @@ func (n *node) pod(name string, vols []v1.Volume, mounts []v1.VolumeMount, devic
 	}
 }
 
+// claimPod is a pod with c's volume mounted at /data.
+func (n *node) claimPod(name string, c *claim) *v1.Pod {
+	return n.pod(name, []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+}
+
 func claimVolume(c *claim) v1.Volume {
 	return v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{
 		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: c.pvc}}}

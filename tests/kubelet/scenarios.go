@@ -97,8 +97,10 @@ func (n *node) runPod(ctx context.Context, o *observation, pod *v1.Pod, handles 
 	if err := n.deletePod(ctx, pod, podTimeout); err != nil {
 		return err
 	}
-	if err := n.attach.waitDetached(ctx); err != nil {
-		return err
+	if n.attach != nil {
+		if err := n.attach.waitDetached(ctx); err != nil {
+			return err
+		}
 	}
 	n.snapshot(ctx, o, "deleted:", m, z)
 	return nil
@@ -112,7 +114,7 @@ func podWithPVC(ctx context.Context, n *node, o *observation) error {
 		return err
 	}
 	defer n.deleteClaim(context.Background(), c)
-	pod := n.pod("pvc", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod("pvc", c)
 	return n.runPod(ctx, o, pod, map[string]string{"fs": c.handle}, func(pod *v1.Pod, z *normalizer) error {
 		target := mountPath(n, pod, c.pv)
 		o.check("the volume is bind-mounted at the pod's mount path", isMountPoint(target), target)
@@ -132,7 +134,7 @@ func kubeletRestart(ctx context.Context, n *node, o *observation) error {
 		return err
 	}
 	defer n.deleteClaim(context.Background(), c)
-	pod := n.pod("restart", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod("restart", c)
 	return n.runPod(ctx, o, pod, map[string]string{"restart": c.handle}, func(pod *v1.Pod, z *normalizer) error {
 		n.stopKubelet()
 		m := n.mark()
@@ -199,7 +201,7 @@ func fsGroup(ctx context.Context, n *node, o *observation) error {
 	if err := os.WriteFile(filepath.Join(n.state, c.handle, "existing.txt"), []byte("x"), 0o600); err != nil {
 		return err
 	}
-	pod := n.pod("fsgroup", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod("fsgroup", c)
 	gid := int64(2345)
 	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
 	return n.runPod(ctx, o, pod, map[string]string{"fsgroup": c.handle}, func(pod *v1.Pod, z *normalizer) error {

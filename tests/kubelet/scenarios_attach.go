@@ -31,7 +31,7 @@ func attachPVC(ctx context.Context, n *node, o *observation) error {
 		return err
 	}
 	defer n.deleteClaim(context.Background(), c)
-	pod := n.pod("attach", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod("attach", c)
 	return n.runPod(ctx, o, pod, map[string]string{"attach": c.handle}, func(pod *v1.Pod, z *normalizer) error {
 		target := mountPath(n, pod, c.pv)
 		o.check("the attached volume is mounted at the pod's mount path", isMountPoint(target), target)
@@ -50,7 +50,7 @@ func attachControllerRestart(ctx context.Context, n *node, o *observation) error
 		return err
 	}
 	defer n.deleteClaim(context.Background(), c)
-	pod := n.pod("adc-restart", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod("adc-restart", c)
 	return n.runPod(ctx, o, pod, map[string]string{"adc-restart": c.handle}, func(pod *v1.Pod, z *normalizer) error {
 		stopProc(n.attach.controller)
 		m, logAt := n.mark(), logSize(n.attach.controllerLog)
@@ -108,11 +108,10 @@ func attachLimit(ctx context.Context, n *node, o *observation) error {
 		return err
 	}
 	defer n.deleteClaim(context.Background(), second)
-	mounts := []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	handles := map[string]string{"limit-a": first.handle, "limit-b": second.handle}
-	return n.runPod(ctx, o, n.pod("limit-a", []v1.Volume{claimVolume(first)}, mounts, nil), handles, func(_ *v1.Pod, z *normalizer) error {
+	return n.runPod(ctx, o, n.claimPod("limit-a", first), handles, func(_ *v1.Pod, z *normalizer) error {
 		m := n.mark()
-		pod, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, n.pod("limit-b", []v1.Volume{claimVolume(second)}, mounts, nil), metav1.CreateOptions{})
+		pod, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, n.claimPod("limit-b", second), metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}

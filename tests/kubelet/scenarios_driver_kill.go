@@ -49,7 +49,7 @@ func driverKilledDuringPublish(ctx context.Context, n *node, o *observation) (er
 	defer n.deleteClaim(context.Background(), c)
 
 	m := n.mark()
-	pod, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, n.pod("killed", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil), metav1.CreateOptions{})
+	pod, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, n.claimPod("killed", c), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func expandClaim(ctx context.Context, n *node, o *observation, name, newSize str
 		return err
 	}
 	defer n.deleteClaim(context.Background(), c)
-	pod := n.pod(name, []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod(name, c)
 	return n.runPod(ctx, o, pod, map[string]string{name: c.handle}, func(pod *v1.Pod, z *normalizer) error {
 		m := n.mark()
 		resizer, err := n.startResizer()

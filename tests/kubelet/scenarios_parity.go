@@ -87,7 +87,7 @@ func rwopFSGroup(ctx context.Context, n *node, o *observation) error {
 		return err
 	}
 	defer n.deleteClaim(context.Background(), c)
-	pod := n.pod("rwop", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod("rwop", c)
 	gid := int64(3456)
 	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
 	return n.runPod(ctx, o, pod, map[string]string{"rwop": c.handle}, func(pod *v1.Pod, z *normalizer) error {
@@ -133,7 +133,7 @@ func secrets(ctx context.Context, n *node, o *observation) error {
 		return err
 	}
 	defer n.deleteClaim(context.Background(), c)
-	pod := n.pod("secrets", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod("secrets", c)
 	m := n.mark()
 	return n.runPod(ctx, o, pod, map[string]string{"secrets": c.handle}, func(pod *v1.Pod, z *normalizer) error {
 		var withSecrets []string
@@ -171,7 +171,7 @@ func tokenRepublish(ctx context.Context, n *node, o *observation) error {
 		return err
 	}
 	defer n.deleteClaim(context.Background(), c)
-	pod := n.pod("token", []v1.Volume{claimVolume(c)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}}, nil)
+	pod := n.claimPod("token", c)
 	pod.Spec.ServiceAccountName = sa.Name
 	m := n.mark()
 	return n.runPod(ctx, o, pod, map[string]string{"token": c.handle}, func(pod *v1.Pod, z *normalizer) error {
