@@ -275,6 +275,16 @@ kcsi_result kcsi_driver_attach_required(kcsi_host *h,
                                         bool *out,
                                         kcsi_error **err_out);
 
+// A counter kcsi increments after every change to the CSIDriver objects its driver facts
+// (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come
+// from: the API server's, watched, or the host config's, which never change. `*out` points
+// to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached
+// together with the value read before asking stays current while the value is unchanged, so
+// a caller that asks the same query of every volume in a loop may answer from its cache.
+kcsi_result kcsi_host_csidriver_generation(kcsi_host *h,
+                                           const uint64_t **out,
+                                           kcsi_error **err_out);
+
 // Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
 // inline volumes.
 kcsi_result kcsi_can_device_mount(kcsi_host *h,

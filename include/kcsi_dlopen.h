@@ -102,6 +102,11 @@ typedef kcsi_result (*kcsi_driver_attach_required_fn)(kcsi_host *h,
                                                       bool *out,
                                                       kcsi_error **err_out);
 
+// The type of `kcsi_host_csidriver_generation`.
+typedef kcsi_result (*kcsi_host_csidriver_generation_fn)(kcsi_host *h,
+                                                         const uint64_t **out,
+                                                         kcsi_error **err_out);
+
 // The type of `kcsi_can_device_mount`.
 typedef kcsi_result (*kcsi_can_device_mount_fn)(kcsi_host *h,
                                                 const char *spec_json,

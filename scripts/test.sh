@@ -8,12 +8,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "kcsi tests mount filesystems and loop devices: run as root" >&2; exit 2; }
 
+# Each suite's output is also kept in target/test-logs/<suite>.log, so that the end of the run
+# (all a CI page may show) can repeat why a suite failed.
+LOGS=target/test-logs
+mkdir -p "$LOGS"
 passed=0; failed=0; failed_names=()
 run() {
   local name=$1; shift
   local start=$SECONDS
   echo "=== $name: $*"
-  if "$@"; then
+  if "$@" 2>&1 | tee "$LOGS/$name.log"; then
     passed=$((passed + 1)); echo "=== $name: ok ($((SECONDS - start)) s)"
   else
     failed=$((failed + 1)); failed_names+=("$name"); echo "=== $name: FAILED ($((SECONDS - start)) s)"
@@ -37,6 +41,11 @@ run go scripts/test-go.sh
 run kubelet scripts/test-kubelet.sh
 run runtime scripts/test-runtime.sh
 
+for name in "${failed_names[@]}"; do
+  echo
+  echo "--- why $name failed (the matching lines of $LOGS/$name.log):"
+  grep -n -E -A10 'FAILED|FAIL:|^FAIL|--- FAIL|error:|differs:|panic|assert|Error' "$LOGS/$name.log" | head -150
+done
 echo
 echo "suites: ${passed} passed, ${failed} failed${failed_names[*]:+ (${failed_names[*]})}"
 [ "$failed" = 0 ]

@@ -5,6 +5,7 @@
 //! state; only the runtime is process-wide.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use k8s_openapi::api::authentication::v1::TokenRequestStatus;
@@ -32,6 +33,9 @@ pub struct Host {
     pub volume_locks: VolumeLocks,
     /// This host's metrics, recorded by its CSI clients and its API client.
     pub telemetry: Telemetry,
+    /// The CSIDriver generation of a host without an API server: its config's objects never
+    /// change, so it stays 0 (see `csidriver_generation`).
+    pub(crate) config_generation: AtomicU64,
 }
 
 impl Host {
@@ -61,6 +65,7 @@ impl Host {
             kube,
             volume_locks: VolumeLocks::default(),
             telemetry,
+            config_generation: AtomicU64::new(0),
         })
     }
 

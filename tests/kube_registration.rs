@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, CStr, CString};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use kcsi::config::HostConfig;
 use kcsi::error::ErrorKind;
 use kcsi::ffi::error::kcsi_error;
 use kcsi::ffi::host::kcsi_host;
-use kcsi::ffi::queries::{kcsi_can_attach, kcsi_requires_remount};
+use kcsi::ffi::queries::{kcsi_can_attach, kcsi_host_csidriver_generation, kcsi_requires_remount};
 use kcsi::kube::node_info::ANNOTATION_NODE_ID;
 use kcsi::node::registration;
 use kcsi::node::NodeAgent;
@@ -403,6 +403,65 @@ fn queries_follow_csidriver_objects_created_changed_and_deleted() {
     run(api.delete(&name, &DeleteParams::default())).unwrap();
     wait_for("defaults again", Duration::from_secs(10), can_attach);
     assert!(!requires_remount());
+}
+
+/// The promise a caller's cache rests on: while the generation has not moved, the answers
+/// have not changed; and every change of a CSIDriver object moves it.
+#[test]
+fn csidriver_generation_moves_with_every_change_that_changes_an_answer() {
+    let c = admin();
+    let node = unique("generation");
+    create_node(&c, &node, &[], &[], &[]);
+    let host = c_host(&node);
+    let name = format!("{node}.csi.example.com");
+    let spec = CString::new(
+        json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": name, "volumeHandle": "h-1"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut counter: *const u64 = std::ptr::null();
+    call(|e| kcsi_host_csidriver_generation(host.ptr, &mut counter, e)).unwrap();
+    let generation = || unsafe { AtomicU64::from_ptr(counter.cast_mut()) }.load(Ordering::Acquire);
+    wait_for("CSIDriver list", Duration::from_secs(30), || {
+        host.status()["csiDriversSynced"] == json!(true)
+    });
+    // What a cache would hold: the generation read before asking, and the answer.
+    let cached = || (generation(), query(&host, kcsi_can_attach, &spec));
+    let (synced, attach) = cached();
+    assert!(synced > 0, "the first list moved the generation");
+    assert!(attach, "no CSIDriver: attach required");
+
+    let api: Api<CSIDriver> = Api::all(c.client.clone());
+    let mut entry = (synced, attach);
+    let mut expect_change = |want: bool, what: &str| {
+        wait_for(what, Duration::from_secs(10), || {
+            let now = cached();
+            if now.0 == entry.0 {
+                assert_eq!(
+                    now.1, entry.1,
+                    "{what}: the answer changed, the generation did not"
+                );
+            }
+            entry = now;
+            now.1 == want
+        });
+        entry.0
+    };
+    let object: CSIDriver = serde_json::from_value(
+        json!({"metadata": {"name": name}, "spec": {"attachRequired": false}}),
+    )
+    .unwrap();
+    run(api.create(&PostParams::default(), &object)).unwrap();
+    let created = expect_change(false, "attachRequired false");
+    assert!(created > synced);
+    run(api.delete(&name, &DeleteParams::default())).unwrap();
+    let deleted = expect_change(true, "defaults again");
+    assert!(deleted > created);
+
+    // The pointer names one counter for the host's life.
+    let mut again: *const u64 = std::ptr::null();
+    call(|e| kcsi_host_csidriver_generation(host.ptr, &mut again, e)).unwrap();
+    assert_eq!(again, counter);
 }
 
 #[test]

@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
+	"sync"
 	"time"
+	"unsafe"
 )
 
 // Version is the kcsi library version this package is linked against, e.g. "0.1.0".
@@ -76,6 +78,10 @@ func (c Config) MarshalJSON() ([]byte, error) {
 type Host struct {
 	h       *handle[*C.kcsi_host]
 	cleanup runtime.Cleanup
+	// csiDrivers is kcsi_host_csidriver_generation's counter, in the host's C memory;
+	// attachRequired caches DriverAttachRequired's answers against it.
+	csiDrivers     *uint64
+	attachRequired sync.Map // driver name -> factAnswer
 }
 
 // NewHost creates a host. kcsi rejects unknown or missing required settings with
@@ -99,7 +105,12 @@ func NewHostJSON(config any) (*Host, error) {
 	if err := check(op, C.gk_host_new(cfg, &p, &e), &e); err != nil {
 		return nil, err
 	}
-	h := &Host{}
+	var generation *C.uint64_t
+	if err := check(op, C.gk_host_csidriver_generation(p, &generation, &e), &e); err != nil {
+		C.kcsi_host_free(p)
+		return nil, err
+	}
+	h := &Host{csiDrivers: (*uint64)(unsafe.Pointer(generation))}
 	h.h, h.cleanup = track(h, "host", p, func(p *C.kcsi_host) { C.kcsi_host_free(p) })
 	return h, nil
 }

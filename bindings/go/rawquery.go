@@ -43,6 +43,7 @@ import (
 	"bytes"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -127,13 +128,34 @@ func (h *Host) boolQueryRawArg(op, what string, text []byte, fn boolQuery) (bool
 }
 
 // DriverAttachRequired reports whether PersistentVolumes of driver need attaching (CanAttach
-// without a spec to encode): its CSIDriver's attachRequired, true when it has none.
+// without a spec to encode): its CSIDriver's attachRequired, true when it has none. The
+// kubelet's reconciler asks it of every volume every 100 ms, so an answer is kept until kcsi's
+// CSIDriver generation moves, and asking again costs no cgo call.
 func (h *Host) DriverAttachRequired(driver string) (bool, error) {
 	const op = "DriverAttachRequired"
 	if len(driver) >= rawSpecCap {
 		return false, invalidArg(op, "driver name is longer than a CSI driver name can be")
 	}
-	return h.boolQueryRawArg(op, "driver name", []byte(driver), func(p *C.kcsi_host, s *C.char, o *C.bool, e *C.gk_err) C.kcsi_result {
+	if _, err := h.h.acquire(op); err != nil {
+		return false, err
+	}
+	// Read before asking: a change after this read makes the cached answer a miss.
+	generation := atomic.LoadUint64(h.csiDrivers)
+	h.h.release()
+	if a, ok := h.attachRequired.Load(driver); ok && a.(factAnswer).generation == generation {
+		return a.(factAnswer).value, nil
+	}
+	need, err := h.boolQueryRawArg(op, "driver name", []byte(driver), func(p *C.kcsi_host, s *C.char, o *C.bool, e *C.gk_err) C.kcsi_result {
 		return C.gk_driver_attach_required(p, s, o, e)
 	})
+	if err == nil {
+		h.attachRequired.Store(driver, factAnswer{generation, need})
+	}
+	return need, err
+}
+
+// factAnswer is a driver-fact answer and the CSIDriver generation read before asking it.
+type factAnswer struct {
+	generation uint64
+	value      bool
 }

@@ -67,6 +67,10 @@ kcsi_result gk_driver_attach_required(kcsi_host *h, const char *driver_name, boo
 	GK_SHIM(kcsi_driver_attach_required(h, driver_name, out, &err));
 }
 
+kcsi_result gk_host_csidriver_generation(kcsi_host *h, const uint64_t **out, gk_err *e) {
+	GK_SHIM(kcsi_host_csidriver_generation(h, out, &err));
+}
+
 kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e) {
 	GK_SHIM(kcsi_verify_exhausted_resource(h, spec_json, out, &err));
 }

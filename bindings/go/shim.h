@@ -37,6 +37,7 @@ kcsi_result gk_get_volume_name(kcsi_host *h, const char *spec_json, char **out, 
 kcsi_result gk_can_support(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_can_attach(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_driver_attach_required(kcsi_host *h, const char *driver_name, bool *out, gk_err *e);
+kcsi_result gk_host_csidriver_generation(kcsi_host *h, const uint64_t **out, gk_err *e);
 kcsi_result gk_can_device_mount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_requires_remount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);

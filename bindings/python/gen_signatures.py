@@ -226,7 +226,9 @@ def handle_class(ctype):
 DEFAULTS = {"timeout_ms": "0"}
 # Python annotations of C parameter and output types (other types have no method).
 IN_TYPES = {"int64_t": "int", "int32_t": "int", "size_t": "int", "bool": "bool"}
-OUT_TYPES = {"bool *": "bool", "int64_t *": "int", "int32_t *": "int"}
+# A `const uint64_t **` output is a pointer to a counter kcsi keeps: returned as the ctypes
+# pointer, read with `.contents.value`.
+OUT_TYPES = {"bool *": "bool", "int64_t *": "int", "int32_t *": "int", "const uint64_t **": "Any"}
 
 
 def method_plan(name, ps):

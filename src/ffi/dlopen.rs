@@ -126,6 +126,13 @@ pub type kcsi_driver_attach_required_fn = unsafe extern "C" fn(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result;
 
+/// The type of `kcsi_host_csidriver_generation`.
+pub type kcsi_host_csidriver_generation_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    out: *mut *const u64,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
 /// The type of `kcsi_can_device_mount`.
 pub type kcsi_can_device_mount_fn = unsafe extern "C" fn(
     h: *mut kcsi_host,
@@ -414,6 +421,7 @@ fn types_match_exports() {
     let _: kcsi_can_support_fn = kcsi_can_support;
     let _: kcsi_can_attach_fn = kcsi_can_attach;
     let _: kcsi_driver_attach_required_fn = kcsi_driver_attach_required;
+    let _: kcsi_host_csidriver_generation_fn = kcsi_host_csidriver_generation;
     let _: kcsi_can_device_mount_fn = kcsi_can_device_mount;
     let _: kcsi_requires_remount_fn = kcsi_requires_remount;
     let _: kcsi_supports_selinux_context_mount_fn = kcsi_supports_selinux_context_mount;

@@ -101,6 +101,26 @@ pub extern "C" fn kcsi_driver_attach_required(
     })
 }
 
+/// A counter kcsi increments after every change to the CSIDriver objects its driver facts
+/// (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come
+/// from: the API server's, watched, or the host config's, which never change. `*out` points
+/// to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached
+/// together with the value read before asking stays current while the value is unchanged, so
+/// a caller that asks the same query of every volume in a loop may answer from its cache.
+#[no_mangle]
+pub extern "C" fn kcsi_host_csidriver_generation(
+    h: *mut kcsi_host,
+    out: *mut *const u64,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
+        out_arg(out, "out")?;
+        write_value(out, host.csidriver_generation().as_ptr().cast_const());
+        Ok(())
+    })
+}
+
 /// Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
 /// inline volumes.
 #[no_mangle]

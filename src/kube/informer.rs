@@ -3,6 +3,7 @@
 //! by the first full list, and a change signal for code that waits on the objects.
 
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -30,6 +31,8 @@ pub struct Informer<K: Watched> {
     synced: Arc<Synced>,
     /// Bumped after every change the store saw (the informer's event handlers) and on sync.
     changes: tokio::sync::watch::Receiver<u64>,
+    /// The same count, readable without a lock (and from C, see `generation`).
+    generation: Arc<AtomicU64>,
 }
 
 impl<K: Watched> Clone for Informer<K> {
@@ -38,6 +41,7 @@ impl<K: Watched> Clone for Informer<K> {
             store: self.store.clone(),
             synced: self.synced.clone(),
             changes: self.changes.clone(),
+            generation: self.generation.clone(),
         }
     }
 }
@@ -72,6 +76,13 @@ impl<K: Watched> Informer<K> {
         let synced = Arc::new(Synced::default());
         let flag = synced.clone();
         let (changed, changes) = tokio::sync::watch::channel(0u64);
+        let generation = Arc::new(AtomicU64::new(0));
+        let count = generation.clone();
+        // After the store took the change (the reflector applies an event before yielding it).
+        let bump = move || {
+            count.fetch_add(1, Ordering::Release);
+            changed.send_modify(|n| *n = n.wrapping_add(1));
+        };
         let stream = reflector::reflector(
             writer,
             watcher(Api::<K>::all(client), watcher::Config::default()),
@@ -89,11 +100,9 @@ impl<K: Watched> Informer<K> {
                             tracing::debug!("{}", csi_log!("{kind} informer synced"));
                         }
                         drop(done);
-                        changed.send_modify(|n| *n = n.wrapping_add(1));
+                        bump();
                     }
-                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
-                        changed.send_modify(|n| *n = n.wrapping_add(1));
-                    }
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => bump(),
                     Ok(_) => {}
                     Err(e) => {
                         tracing::debug!("{}", csi_log!("{kind} watch failed, retrying: {e}"))
@@ -106,6 +115,7 @@ impl<K: Watched> Informer<K> {
                 store,
                 synced,
                 changes,
+                generation,
             },
             task,
         )
@@ -114,6 +124,11 @@ impl<K: Watched> Informer<K> {
     /// Wakes up after the objects changed (then read them with [`Self::get`]).
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.clone()
+    }
+
+    /// How many changes the store has seen; grows after each (release order), never resets.
+    pub fn generation(&self) -> &AtomicU64 {
+        &self.generation
     }
 
     pub fn is_synced(&self) -> bool {

@@ -1,6 +1,8 @@
 //! What the kubelet reads from a driver's CSIDriver object, with the API server's defaults
 //! applied and upstream's behaviour when no object exists.
 
+use std::sync::atomic::AtomicU64;
+
 use k8s_openapi::api::storage::v1::{CSIDriver, TokenRequest};
 
 use crate::error::{Error, Result};
@@ -137,6 +139,16 @@ impl Host {
     /// hosts from their config.
     pub fn driver_facts(&self, driver: &str) -> Result<DriverFacts> {
         self.with_csidriver(driver, |object| DriverFacts::new(driver, object))?
+    }
+
+    /// Grows (release order) after every change to the CSIDriver objects the facts come from;
+    /// never, for a host config's objects. An answer cached with the value read before asking
+    /// is current while the value has not moved.
+    pub fn csidriver_generation(&self) -> &AtomicU64 {
+        match &self.kube {
+            Some(kube) => kube.csidrivers.generation(),
+            None => &self.config_generation,
+        }
     }
 
     /// `read` of the CSIDriver object of `driver` (or `None`), without building all its facts:

@@ -74,6 +74,13 @@ static void test_queries(kcsi_host *h) {
     bad = NULL;
     CHECK(kcsi_driver_attach_required(h, NULL, &b, &bad) == KCSI_ERR_INVALID_ARGUMENT);
     kcsi_error_free(bad);
+    const uint64_t *generation = NULL;
+    OK(kcsi_host_csidriver_generation(h, &generation, &err));
+    CHECK(generation != NULL);
+    CHECK(__atomic_load_n(generation, __ATOMIC_ACQUIRE) == 0); /* a config's CSIDrivers never change */
+    bad = NULL;
+    CHECK(kcsi_host_csidriver_generation(h, NULL, &bad) == KCSI_ERR_INVALID_ARGUMENT);
+    kcsi_error_free(bad);
     OK(kcsi_can_device_mount(h, spec, &b, &err));
     CHECK(b);
     OK(kcsi_requires_remount(h, spec, &b, &err));

@@ -53,6 +53,14 @@ def test_driver_attach_required_answers_as_can_attach_of_its_pvs(make_host):
     assert e.value.result == kcsi.KCSI_ERR_INVALID_ARGUMENT
 
 
+def test_csidriver_generation_of_a_config_host_stays_zero(make_host):
+    h = make_host(csiDrivers=[csi_driver(DRIVER, attachRequired=False)])
+    counter = h.csidriver_generation()
+    assert counter.contents.value == 0
+    h.driver_attach_required(DRIVER)
+    assert h.csidriver_generation().contents.value == 0
+
+
 def test_can_device_mount_true_for_pv_false_for_inline(host):
     assert host.can_device_mount(pv_spec(DRIVER)) is True
     assert host.can_device_mount(inline_spec(DRIVER)) is False

@@ -123,6 +123,10 @@ class _HostMethods:
         "kcsi_driver_attach_required: `kcsi_can_attach` for a PersistentVolume of `driver_name`, without a spec to encode and parse: whether the driver's CSIDriver says `attachRequired` (true when none exists). For a caller that asks it of every volume in a loop, as the kubelet's reconciler does every 100 ms."
         return self._invoke('kcsi_driver_attach_required', (driver_name,))
 
+    def csidriver_generation(self) -> Any:
+        "kcsi_host_csidriver_generation: A counter kcsi increments after every change to the CSIDriver objects its driver facts (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come from: the API server's, watched, or the host config's, which never change. `*out` points to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached together with the value read before asking stays current while the value is unchanged, so a caller that asks the same query of every volume in a loop may answer from its cache."
+        return self._invoke('kcsi_host_csidriver_generation', ())
+
     @old_names(spec_json='spec')
     def can_device_mount(self, spec: Json) -> bool:
         'kcsi_can_device_mount: Whether the volume is device-mounted (staged): true for PersistentVolumes, false for inline volumes.'

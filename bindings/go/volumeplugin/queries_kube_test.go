@@ -1,0 +1,62 @@
+package volumeplugin
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/volume"
+	volumetest "k8s.io/kubernetes/pkg/volume/testing"
+)
+
+// CanAttach of a plain CSI PersistentVolume is answered from the binding's cache while kcsi's
+// CSIDriver generation stands still: it must still follow the CSIDriver object as the API
+// server changes it, as upstream's lister-backed answer does.
+func TestCanAttachFollowsItsCSIDriverCreatedAndDeletedThroughTheCache(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	// The fake volume host waits for kcsi's CSINode start-up, which needs the Node.
+	if _, err := c.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{Kubeconfig: c.kubeconfig})
+	t.Cleanup(p.Close)
+	volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, []volume.VolumePlugin{p}, nodeName, nil, nil)
+	const driver = "cache.csi.example.com"
+	spec := pvSpec("pv-cache", "h-cache", false)
+	spec.PersistentVolume.Spec.CSI.Driver = driver
+	waitCanAttach := func(want bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, err := p.CanAttach(spec)
+			if err == nil && got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: CanAttach = %v, %v; want %v", what, got, err, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitCanAttach(true, "no CSIDriver")
+	// Asked again and again, as the reconciler does, so that the answer sits in the cache.
+	for range 100 {
+		if got, err := p.CanAttach(spec); err != nil || !got {
+			t.Fatalf("CanAttach = %v, %v; want true", got, err)
+		}
+	}
+	no := false
+	object := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: driver}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}}
+	if _, err := c.client.StorageV1().CSIDrivers().Create(ctx, object, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCanAttach(false, "CSIDriver created with attachRequired: false")
+	if err := c.client.StorageV1().CSIDrivers().Delete(ctx, driver, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCanAttach(true, "CSIDriver deleted")
+}
