@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
+	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -47,17 +50,9 @@ func (n *node) objectLines(ctx context.Context, z *normalizer) []string {
 		}
 		lines = append(lines, z.apply(fmt.Sprintf("PV %s phase %s capacity %s", pv.Name, pv.Status.Phase, pv.Spec.Capacity.Storage())))
 	}
-	events, err := n.s.client.CoreV1().Events(n.ns).List(ctx, metav1.ListOptions{})
+	reasons, err := n.settledEventReasons(ctx, pods.Items)
 	if err != nil {
 		return append(lines, "events: "+err.Error())
-	}
-	reasons := map[string]map[string]bool{}
-	for _, e := range events.Items {
-		obj := e.InvolvedObject.Kind + " " + e.InvolvedObject.Name
-		if reasons[obj] == nil {
-			reasons[obj] = map[string]bool{}
-		}
-		reasons[obj][e.Type+" "+e.Reason] = true
 	}
 	objs := make([]string, 0, len(reasons))
 	for obj := range reasons {
@@ -73,4 +68,44 @@ func (n *node) objectLines(ctx context.Context, z *normalizer) []string {
 		lines = append(lines, z.apply("events of "+obj+": "+strings.Join(rs, ", ")))
 	}
 	return lines
+}
+
+// settledEventReasons is the set of "<type> <reason>" per "<kind> <name>" of the namespace's
+// events once the kubelet's and controllers' event pipelines have delivered them: events are
+// posted asynchronously, so a snapshot taken as a pod turns Running could otherwise miss its
+// Started event in one run and not the other. Settled: every Running pod has its Started
+// event and two reads settleGap apart agree (or settleMax passed: the last read is used).
+func (n *node) settledEventReasons(ctx context.Context, pods []v1.Pod) (map[string]map[string]bool, error) {
+	const settleGap, settleMax = 250 * time.Millisecond, 10 * time.Second
+	deadline := time.Now().Add(settleMax)
+	var last map[string]map[string]bool
+	for {
+		events, err := n.s.client.CoreV1().Events(n.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		reasons := map[string]map[string]bool{}
+		for _, e := range events.Items {
+			obj := e.InvolvedObject.Kind + " " + e.InvolvedObject.Name
+			if reasons[obj] == nil {
+				reasons[obj] = map[string]bool{}
+			}
+			reasons[obj][e.Type+" "+e.Reason] = true
+		}
+		started := true
+		for _, p := range pods {
+			if p.Status.Phase == v1.PodRunning && !reasons["Pod "+p.Name]["Normal Started"] {
+				started = false
+			}
+		}
+		if started && reflect.DeepEqual(reasons, last) || time.Now().After(deadline) {
+			return reasons, nil
+		}
+		last = reasons
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(settleGap):
+		}
+	}
 }
