@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 
 use pathrs::error::ErrorKind as PathrsKind;
 use pathrs::flags::{OpenFlags, RenameFlags, ResolverFlags};
-use pathrs::Root;
+use pathrs::{InodeType, Root};
 use rustix::fs::FileType;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -129,12 +129,43 @@ impl Beneath {
 
     /// Creates `dir` and its missing parents with `mode` (less the umask).
     pub fn mkdir_all(&self, dir: &Path, mode: u32) -> Result<()> {
-        let what = "failed to create dir";
         let rel = self.rel(dir)?;
-        self.root
-            .mkdir_all(rel, &Permissions::from_mode(mode))
-            .map(drop)
-            .map_err(|e| self.error(what, dir, &e))
+        let perm = Permissions::from_mode(mode);
+        if self.mkdir_missing(rel, &perm).is_none() {
+            self.root
+                .mkdir_all(rel, &perm)
+                .map_err(|e| self.error("failed to create dir", dir, &e))?;
+        }
+        Ok(())
+    }
+
+    /// `mkdir_all`'s common case in one openat2 per level and a mkdirat per missing one, where
+    /// pathrs' general walk checks every step through procfs: finds the deepest existing dir
+    /// and makes each level below it. `None` for anything else (a non-dir in the way, a
+    /// concurrent creation, any error): the general walk then decides.
+    fn mkdir_missing(&self, rel: &Path, perm: &Permissions) -> Option<()> {
+        let mut missing = Vec::new();
+        let mut at = rel;
+        while !at.as_os_str().is_empty() {
+            match self.root.resolve(at) {
+                Ok(h) => {
+                    let st = rustix::fs::fstat(&h).ok()?;
+                    if !FileType::from_raw_mode(st.st_mode).is_dir() {
+                        return None;
+                    }
+                    break;
+                }
+                Err(e) if errno(&e) == Some(libc::ENOENT) => missing.push(at),
+                Err(_) => return None,
+            }
+            at = at.parent()?;
+        }
+        for level in missing.into_iter().rev() {
+            self.root
+                .create(level, &InodeType::Directory(perm.clone()))
+                .ok()?;
+        }
+        Some(())
     }
 
     /// What is at `path`, without following it; a symlink there or above is refused.
@@ -234,9 +265,12 @@ impl Beneath {
             self.root
                 .rename(rel_tmp, rel, RenameFlags::empty())
                 .map_err(|e| (errno(&e), self.error(what, &path, &e)))?;
+            // open_subpath: one openat2, where reopening a resolved handle goes through procfs.
             self.root
-                .resolve(self.rel(dir).map_err(|e| (None, e))?)
-                .and_then(|h| h.reopen(OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY))
+                .open_subpath(
+                    self.rel(dir).map_err(|e| (None, e))?,
+                    OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC,
+                )
                 .map_err(|e| (None, self.error(what, &path, &e)))?
                 .sync_all()
                 .map_err(io)
@@ -281,9 +315,10 @@ impl Beneath {
     pub fn list(&self, dir: &Path) -> Result<Vec<OsString>> {
         let rel = self.rel(dir)?;
         let what = "cannot read directory";
-        let file = match self.root.resolve(rel).and_then(|h| {
-            h.reopen(OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC)
-        }) {
+        let file = match self.root.open_subpath(
+            rel,
+            OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC,
+        ) {
             Ok(f) => f,
             Err(e) if errno(&e) == Some(libc::ENOENT) => return Ok(Vec::new()),
             Err(e) => return Err(self.error(what, dir, &e)),

@@ -283,6 +283,16 @@ mod tests {
         (root, fs, dir)
     }
 
+    /// The process umask.
+    fn umask() -> u32 {
+        // SAFETY: umask only reads and restores the process mask (briefly the common 022).
+        unsafe {
+            let m = libc::umask(0o022);
+            libc::umask(m);
+            m as u32
+        }
+    }
+
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<_> = fs::read_dir(dir)
             .unwrap()
@@ -290,6 +300,25 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    #[test]
+    fn make_dirs_makes_every_missing_level_0750_and_refuses_a_file_in_the_way() {
+        use std::os::unix::fs::PermissionsExt;
+        let (root, fs, dir) = volume_dir();
+        let deep = dir.join("a/b/c");
+        make_dirs(&fs, &deep).unwrap();
+        make_dirs(&fs, &deep).unwrap(); // there already
+        for level in [dir.join("a"), dir.join("a/b"), deep.clone()] {
+            let mode = fs::metadata(&level).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o750 & !umask(), "{}", level.display());
+        }
+        fs::write(dir.join("file"), "").unwrap();
+        for blocked in [dir.join("file"), dir.join("file/x")] {
+            let err = make_dirs(&fs, &blocked).unwrap_err();
+            assert!(err.message().contains("failed to create dir"), "{err}");
+        }
+        assert_eq!(names(root.path()), vec!["v".to_string()]);
     }
 
     #[test]
@@ -306,18 +335,12 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let (_root, fs, dir) = volume_dir();
         save(&fs, &dir, &VolumeData::new()).unwrap();
-        // SAFETY: umask only reads and restores the process mask.
-        let umask = unsafe {
-            let m = libc::umask(0o022);
-            libc::umask(m);
-            m
-        };
         let mode = fs::metadata(dir.join(FILE_NAME))
             .unwrap()
             .permissions()
             .mode()
             & 0o777;
-        assert_eq!(mode, 0o666 & !(umask as u32));
+        assert_eq!(mode, 0o666 & !umask());
     }
 
     #[test]
