@@ -115,12 +115,13 @@ func newEnvIn(t testing.TB, c *cluster, driverFlags ...string) *env {
 	}
 	runUntilTestEnds(t, "driver", logf, hostpathBinary(t), append([]string{"--endpoint=unix://" + e.socket, "--nodeid=" + nodeName,
 		"--statedir=" + e.state, "--drivername=" + driverName, "-v=5"}, driverFlags...)...)
-	for i := 0; ; i++ {
+	// Generous: a loaded CI machine starts the driver in well under a second, but not always.
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		if _, err := os.Stat(e.socket); err == nil {
 			break
 		}
-		if i > 200 {
-			t.Fatal("the hostpath driver did not create its socket")
+		if time.Now().After(deadline) {
+			t.Fatal("the hostpath driver did not create its socket within 30 s")
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
