@@ -360,18 +360,27 @@ fn query(
     out
 }
 
-#[test]
-fn queries_follow_csidriver_objects_created_changed_and_deleted() {
-    let c = admin();
-    let node = unique("facts");
-    create_node(&c, &node, &[], &[], &[]);
-    let host = c_host(&node);
+/// A C host on a new node, the name of a driver with no CSIDriver object yet, and the JSON spec
+/// of a PersistentVolume of that driver.
+fn host_with_pv_of_new_driver(
+    c: &kcsi::kube::client::ApiClient,
+    prefix: &str,
+) -> (CHost, String, CString) {
+    let node = unique(prefix);
+    create_node(c, &node, &[], &[], &[]);
     let name = format!("{node}.csi.example.com");
     let spec = CString::new(
         json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": name, "volumeHandle": "h-1"}}}})
             .to_string(),
     )
     .unwrap();
+    (c_host(&node), name, spec)
+}
+
+#[test]
+fn queries_follow_csidriver_objects_created_changed_and_deleted() {
+    let c = admin();
+    let (host, name, spec) = host_with_pv_of_new_driver(&c, "facts");
     let can_attach = || query(&host, kcsi_can_attach, &spec);
     let requires_remount = || query(&host, kcsi_requires_remount, &spec);
     wait_for("CSIDriver list", Duration::from_secs(30), || {
@@ -410,15 +419,7 @@ fn queries_follow_csidriver_objects_created_changed_and_deleted() {
 #[test]
 fn csidriver_generation_moves_with_every_change_that_changes_an_answer() {
     let c = admin();
-    let node = unique("generation");
-    create_node(&c, &node, &[], &[], &[]);
-    let host = c_host(&node);
-    let name = format!("{node}.csi.example.com");
-    let spec = CString::new(
-        json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": name, "volumeHandle": "h-1"}}}})
-            .to_string(),
-    )
-    .unwrap();
+    let (host, name, spec) = host_with_pv_of_new_driver(&c, "generation");
     let mut counter: *const u64 = std::ptr::null();
     call(|e| kcsi_host_csidriver_generation(host.ptr, &mut counter, e)).unwrap();
     let generation = || unsafe { AtomicU64::from_ptr(counter.cast_mut()) }.load(Ordering::Acquire);

@@ -235,10 +235,11 @@ impl Beneath {
         Ok(text)
     }
 
-    /// Writes `dir/name` durably and atomically through the new temp file `tmp_dir/tmp_name`
-    /// (created exclusively, mode 0666 less the umask, as Go's `os.Create`), renamed over it.
-    /// When `tmp_dir` is on another filesystem than `dir` (no atomic rename between them), the
-    /// temp file is made in `dir` instead.
+    /// Writes `dir/name` atomically through the new temp file `tmp_dir/tmp_name` (created
+    /// exclusively, mode 0666 less the umask, as Go's `os.Create`), renamed over it: when this
+    /// returns the content is durable and the file in place, and the rename is durable once the
+    /// returned [`DirSync`] has been waited on. When `tmp_dir` is on another filesystem than
+    /// `dir` (no atomic rename between them), the temp file is made in `dir` instead.
     pub fn write_atomic(
         &self,
         dir: &Path,
@@ -246,12 +247,12 @@ impl Beneath {
         tmp_dir: &Path,
         tmp_name: &str,
         bytes: &[u8],
-    ) -> Result<()> {
+    ) -> Result<DirSync> {
         let path = dir.join(name);
         let tmp = tmp_dir.join(tmp_name);
         let (rel, rel_tmp) = (self.rel(&path)?, self.rel(&tmp)?);
         let what = "failed to save volume data file";
-        let write = || -> std::result::Result<(), (Option<i32>, Error)> {
+        let write = || -> std::result::Result<DirSync, (Option<i32>, Error)> {
             let flags =
                 OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_EXCL | OpenFlags::O_CLOEXEC;
             let mut f: File = self
@@ -261,22 +262,26 @@ impl Beneath {
             let io =
                 |e: std::io::Error| (None, Error::io(format!("{what} [{}]", path.display()), &e));
             f.write_all(bytes).map_err(io)?;
+            // Before the rename: a crash must never leave an empty file at `path`.
             f.sync_all().map_err(io)?;
             self.root
                 .rename(rel_tmp, rel, RenameFlags::empty())
                 .map_err(|e| (errno(&e), self.error(what, &path, &e)))?;
             // open_subpath: one openat2, where reopening a resolved handle goes through procfs.
-            self.root
+            let dir_file = self
+                .root
                 .open_subpath(
                     self.rel(dir).map_err(|e| (None, e))?,
                     OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC,
                 )
-                .map_err(|e| (None, self.error(what, &path, &e)))?
-                .sync_all()
-                .map_err(io)
+                .map_err(|e| (None, self.error(what, &path, &e)))?;
+            Ok(DirSync {
+                dir: dir_file,
+                path: path.clone(),
+            })
         };
         match write() {
-            Ok(()) => Ok(()),
+            Ok(sync) => Ok(sync),
             Err((errno, e)) => {
                 let _ = self.root.remove_file(rel_tmp);
                 if errno == Some(libc::EXDEV) && tmp_dir != dir {
@@ -354,6 +359,25 @@ impl Beneath {
             }
         }
         self.remove_dir(path, "cannot remove")
+    }
+}
+
+/// The directory fsync that makes a [`Beneath::write_atomic`] rename durable, still to do: a
+/// caller may run it beside other work (the driver call the file was written for).
+#[must_use = "the rename is not durable until the directory is synced"]
+pub struct DirSync {
+    dir: File,
+    path: PathBuf,
+}
+
+impl DirSync {
+    pub fn wait(self) -> Result<()> {
+        self.dir.sync_all().map_err(|e| {
+            Error::io(
+                format!("failed to save volume data file [{}]", self.path.display()),
+                &e,
+            )
+        })
     }
 }
 

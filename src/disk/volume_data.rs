@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::beneath::{Beneath, Entry};
+use super::beneath::{Beneath, DirSync, Entry};
 use super::mounts::is_mount_point;
 use super::paths::Layout;
 use crate::error::{Error, ErrorKind, Result};
@@ -129,6 +129,13 @@ fn remove_temp_files(fs: &Beneath, dir: &Path, which: Writers) -> Result<()> {
 /// Writes `<dir>/vol_data.json` durably and atomically through a temp file in [`temp_dir`],
 /// then removes stale temp files an older kcsi or the other-filesystem case left in `dir`.
 pub fn save(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<()> {
+    save_then_sync(fs, dir, data)?.wait()
+}
+
+/// [`save`] up to the directory fsync, which the returned [`DirSync`] does: the file is in
+/// place, its content durable, when this returns (so a kubelet restarted meanwhile finds it),
+/// and the caller may sync the directory while it calls the driver.
+pub fn save_then_sync(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<DirSync> {
     let tmp_dir = temp_dir(fs.root_path());
     let tmp_dir = match fs.mkdir_all(&tmp_dir, 0o700) {
         Ok(()) => tmp_dir,
@@ -137,7 +144,7 @@ pub fn save(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<()> {
             dir.to_path_buf()
         }
     };
-    fs.write_atomic(
+    let sync = fs.write_atomic(
         dir,
         FILE_NAME,
         &tmp_dir,
@@ -147,7 +154,7 @@ pub fn save(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<()> {
     if let Err(e) = remove_temp_files(fs, dir, Writers::OwnAndDead) {
         tracing::warn!("{}", csi_log!("{e}"));
     }
-    Ok(())
+    Ok(sync)
 }
 
 /// Removes what writers killed mid-write left in `root`'s [`temp_dir`] (at host start; the
@@ -319,6 +326,16 @@ mod tests {
             assert!(err.message().contains("failed to create dir"), "{err}");
         }
         assert_eq!(names(root.path()), vec!["v".to_string()]);
+    }
+
+    #[test]
+    fn save_then_sync_has_the_whole_file_in_place_before_the_directory_sync() {
+        let (_root, fs, dir) = volume_dir();
+        let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
+        let sync = save_then_sync(&fs, &dir, &data).unwrap();
+        assert_eq!(load(&fs, &dir).unwrap(), data);
+        assert_eq!(names(&dir), vec![FILE_NAME.to_string()]);
+        sync.wait().unwrap();
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::host::Host;
 use crate::spec::VolumeSpec;
 use crate::volume::block::BlockUnmapper;
 use crate::volume::capability::volume_capability;
-use crate::volume::operation::{standalone_hint, Operation};
+use crate::volume::operation::{standalone_hint, with_dir_sync, Operation};
 
 /// Upstream `DeviceMounterArgs`: `{"fsGroup": int, "seLinuxLabel": string}`, both optional.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -201,10 +201,13 @@ pub async fn mount_device(
             args.se_linux_label.clone().unwrap_or_default(),
         );
     }
-    if let Err(e) = volume_data::save(&fs, data_dir, &data) {
-        cleanup_global_mount(&fs, &dmp);
-        return Err(e.context(csi_log!("failed to save volume info data")));
-    }
+    let synced = match volume_data::save_then_sync(&fs, data_dir, &data) {
+        Ok(sync) => sync,
+        Err(e) => {
+            cleanup_global_mount(&fs, &dmp);
+            return Err(e.context(csi_log!("failed to save volume info data")));
+        }
+    };
     // The global mount dir only after the file, so a volume without the file never has one
     // that kcsi made (see `volume_data::only_leftovers`).
     if let Err(e) = volume_data::make_dirs(&fs, &dmp) {
@@ -212,6 +215,9 @@ pub async fn mount_device(
         return Err(e.context(csi_log!("attacher.MountDevice")));
     }
     if !caps.stage_unstage {
+        synced
+            .wait()
+            .map_err(|e| e.context(csi_log!("failed to save volume info data")))?;
         tracing::info!("{}", csi_log!("attacher.MountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice..."));
         return Ok(());
     }
@@ -230,7 +236,7 @@ pub async fn mount_device(
     // The driver resolves the path itself: a symlink swapped in since must not lead it out.
     fs.check_no_symlink(&dmp, &csi_log!("attacher.MountDevice"))?;
     let stage = op.node_stage(src, &dmp, publish_context, capability, secrets);
-    if let Err(e) = stage.await {
+    if let Err(e) = with_dir_sync(synced, stage).await {
         if !e.is_uncertain() {
             cleanup_global_mount(&fs, &dmp);
         }

@@ -29,7 +29,7 @@ use crate::volume::capability::volume_capability;
 use crate::volume::driver_facts::{DriverFacts, DEFAULT_TOKEN_EXPIRATION_SECONDS};
 use crate::volume::fs_group::{self, ChangePolicy};
 use crate::volume::metrics::{self, VolumeMetrics};
-use crate::volume::operation::{pod_info_attributes, Operation};
+use crate::volume::operation::{pod_info_attributes, with_dir_sync, Operation};
 
 /// `kcsi_mounter_set_up`'s `args_json` (upstream `MounterArgs`).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -189,17 +189,17 @@ impl Mounter {
             p.mount_options.push(format!("context={}", quote(label)));
         }
 
-        if let Err(e) = volume_data::save(
-            &fs,
-            dir,
-            &self.volume_data(host, selinux_mount.then_some(label)),
-        ) {
-            // Final, as upstream's SetUpAt returns the save error itself.
-            self.clean_up(&fs);
-            return Err(e
-                .context(csi_log!("mounter.SetUpAt failed to save volume info data"))
-                .with_class(ErrorClass::Final));
-        }
+        let data = self.volume_data(host, selinux_mount.then_some(label));
+        let synced = match volume_data::save_then_sync(&fs, dir, &data) {
+            Ok(sync) => sync,
+            Err(e) => {
+                // Final, as upstream's SetUpAt returns the save error itself.
+                self.clean_up(&fs);
+                return Err(e
+                    .context(csi_log!("mounter.SetUpAt failed to save volume info data"))
+                    .with_class(ErrorClass::Final));
+            }
+        };
 
         let req = NodePublishVolumeRequest {
             volume_id: self.volume_handle.clone(),
@@ -222,7 +222,8 @@ impl Mounter {
         };
         // The driver resolves the target itself: a symlink swapped in since must not lead it out.
         fs.check_no_symlink(&self.path, &csi_log!("mounter.SetUpAt"))?;
-        if let Err(e) = op.client().node_publish(req, op.deadline).await {
+        let publish = op.client().node_publish(req, op.deadline);
+        if let Err(e) = with_dir_sync(synced, publish).await {
             if e.class() == ErrorClass::Final && !args.reconstructed_volume && !args.is_remount {
                 self.clean_up(&fs);
             }

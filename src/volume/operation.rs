@@ -14,6 +14,7 @@ use crate::config::MAX_TIMEOUT;
 use crate::csi::csi_client::{CsiClient, NodeCapabilities};
 use crate::csi::driver_store::Driver;
 use crate::csi::proto::csi;
+use crate::disk::beneath::DirSync;
 use crate::disk::paths::attachment_name;
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -193,4 +194,34 @@ pub fn pod_info_attributes(pod: &Pod, pod_uid: &str, mode: LifecycleMode) -> [(S
             (mode == LifecycleMode::Ephemeral).to_string(),
         ),
     ]
+}
+
+/// Runs `call` (the driver call a `vol_data.json` was just written for) while `sync`, the
+/// directory fsync that makes the file's rename durable, runs on a blocking thread: the file
+/// is in place before the driver is called, and durable before the operation returns, without
+/// the driver call waiting for the disk. A failed sync after a successful call is uncertain:
+/// the driver did its part, kcsi's record of it may not survive a crash.
+pub async fn with_dir_sync<T>(
+    sync: DirSync,
+    call: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let synced = tokio::task::spawn_blocking(move || sync.wait());
+    let called = call.await;
+    let synced = synced.await.unwrap_or_else(|e| {
+        Err(Error::internal(format!(
+            "the directory fsync panicked: {e}"
+        )))
+    });
+    match (called, synced) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Ok(_), Err(e)) => Err(e
+            .context(csi_log!("failed to save volume info data"))
+            .uncertain()),
+        (Err(e), synced) => {
+            if let Err(s) = synced {
+                tracing::warn!("{}", csi_log!("{s}"));
+            }
+            Err(e)
+        }
+    }
 }
