@@ -222,8 +222,8 @@ impl Mounter {
         };
         // The driver resolves the target itself: a symlink swapped in since must not lead it out.
         fs.check_no_symlink(&self.path, &csi_log!("mounter.SetUpAt"))?;
-        let publish = op.client().node_publish(req, op.deadline);
-        if let Err(e) = with_dir_sync(synced, publish).await {
+        let client = op.client();
+        if let Err(e) = with_dir_sync(synced, client.node_publish(req, op.deadline)).await {
             if e.class() == ErrorClass::Final && !args.reconstructed_volume && !args.is_remount {
                 self.clean_up(&fs);
             }

@@ -152,6 +152,7 @@ impl Store {
                 &temp,
                 &bytes,
             )
+            .and_then(|sync| sync.wait())
             .map_err(|e| e.context(format!("cannot save the description of volume {}", d.name)))
     }
 
