@@ -3,7 +3,8 @@
 //!
 //! Differs from upstream on purpose (kubernetes/kubernetes#108217): the file is written
 //! atomically (a temp file unique to the call, fsync, rename, directory fsync), so a crash leaves
-//! the old file or the new one, never an empty one. The temp file lives in kcsi's own
+//! the old file or the new one, never an empty one; [`save_then_sync`] leaves the directory
+//! fsync to the caller, to run beside the driver call the file was written for. The temp file lives in kcsi's own
 //! directory below the plugin dir ([`temp_dir`]), not in the pod volume or global mount dir: a
 //! write killed half-way leaves nothing there (the kubelet's orphaned-pod cleanup removes only
 //! empty dirs, and a dir without `vol_data.json` is never torn down), and what it leaves in the
