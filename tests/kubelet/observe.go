@@ -258,7 +258,11 @@ func (n *node) nodeLines(ctx context.Context, z *normalizer) []string {
 	if err != nil {
 		return []string{"CSINode: " + err.Error()}
 	}
-	b, _ := json.Marshal(cn.Spec.Drivers)
+	// A list keyed by name (listType=map): its order follows which driver registered or
+	// re-registered last (e.g. after a kubelet restart), not the plugin.
+	drivers := slices.Clone(cn.Spec.Drivers)
+	sort.Slice(drivers, func(i, j int) bool { return drivers[i].Name < drivers[j].Name })
+	b, _ := json.Marshal(drivers)
 	lines = append(lines, "CSINode.spec.drivers "+z.apply(string(b)))
 	lines = append(lines, "CSINode migrated-plugins "+cn.Annotations["storage.alpha.kubernetes.io/migrated-plugins"])
 	nd, err := n.s.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
