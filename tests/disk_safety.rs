@@ -745,6 +745,11 @@ fn symlinks_planted_below_the_root_are_refused_and_nothing_outside_is_touched() 
     );
     for (case, link) in &cases {
         std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        // A refused SetUp still made kcsi's temp dir (plugins/kubernetes.io/csi/.kcsi-tmp: its
+        // vol_data.json is staged there beside the volume's dirs): replaced by the link.
+        if link.is_dir() && !link.is_symlink() {
+            std::fs::remove_dir_all(link).unwrap();
+        }
         symlink(outside.path(), link).unwrap();
         if case.starts_with("volumeDevices") {
             assert_refused(

@@ -7,6 +7,7 @@
 use std::ffi::OsString;
 use std::fs::{File, Permissions};
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -14,7 +15,8 @@ use std::path::{Component, Path, PathBuf};
 use pathrs::error::ErrorKind as PathrsKind;
 use pathrs::flags::{OpenFlags, RenameFlags, ResolverFlags};
 use pathrs::{InodeType, Root};
-use rustix::fs::FileType;
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -147,15 +149,15 @@ impl Beneath {
         let mut missing = Vec::new();
         let mut at = rel;
         while !at.as_os_str().is_empty() {
-            match self.root.resolve(at) {
-                Ok(h) => {
-                    let st = rustix::fs::fstat(&h).ok()?;
+            match self.probe(at, OFlags::empty())? {
+                Ok(fd) => {
+                    let st = rustix::fs::fstat(&fd).ok()?;
                     if !FileType::from_raw_mode(st.st_mode).is_dir() {
                         return None;
                     }
                     break;
                 }
-                Err(e) if errno(&e) == Some(libc::ENOENT) => missing.push(at),
+                Err(Errno::NOENT) => missing.push(at),
                 Err(_) => return None,
             }
             at = at.parent()?;
@@ -168,13 +170,33 @@ impl Beneath {
         Some(())
     }
 
+    /// An `O_PATH` lookup of `rel` with pathrs' own openat2 resolution (`RESOLVE_IN_ROOT`,
+    /// no symlinks, no magic links), for lookups that often miss: pathrs describes every failed
+    /// lookup's directory through a procfs readlink, five system calls kcsi would spend on
+    /// each missing level of a new volume's directories. `None` when openat2 cannot answer
+    /// (an old kernel, a racing rename's EAGAIN): pathrs then resolves, as everywhere else.
+    fn probe(&self, rel: &Path, flags: OFlags) -> Option<rustix::io::Result<OwnedFd>> {
+        let resolve =
+            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS;
+        let flags = flags | OFlags::PATH | OFlags::CLOEXEC;
+        match rustix::fs::openat2(&self.root, rel, flags, Mode::empty(), resolve) {
+            Err(Errno::NOSYS | Errno::AGAIN | Errno::INVAL) => None,
+            other => Some(other),
+        }
+    }
+
     /// What is at `path`, without following it; a symlink there or above is refused.
     pub fn entry(&self, path: &Path) -> Result<Entry> {
         let rel = self.rel(path)?;
-        let handle = match self.root.resolve_nofollow(rel) {
-            Ok(h) => h,
-            Err(e) if errno(&e) == Some(libc::ENOENT) => return Ok(Entry::Missing),
-            Err(e) => return Err(self.error("cannot inspect", path, &e)),
+        let handle: OwnedFd = match self.probe(rel, OFlags::NOFOLLOW) {
+            Some(Ok(fd)) => fd,
+            Some(Err(Errno::NOENT)) => return Ok(Entry::Missing),
+            // The rest (a symlink, no openat2) is pathrs' to resolve and describe.
+            _ => match self.root.resolve_nofollow(rel) {
+                Ok(h) => h.into(),
+                Err(e) if errno(&e) == Some(libc::ENOENT) => return Ok(Entry::Missing),
+                Err(e) => return Err(self.error("cannot inspect", path, &e)),
+            },
         };
         let stat = rustix::fs::fstat(&handle)
             .map_err(|e| Error::io(format!("cannot inspect [{}]", path.display()), &e.into()))?;
@@ -235,11 +257,22 @@ impl Beneath {
         Ok(text)
     }
 
-    /// Writes `dir/name` atomically through the new temp file `tmp_dir/tmp_name` (created
-    /// exclusively, mode 0666 less the umask, as Go's `os.Create`), renamed over it: when this
-    /// returns the content is durable and the file in place, and the rename is durable once the
-    /// returned [`DirSync`] has been waited on. When `tmp_dir` is on another filesystem than
-    /// `dir` (no atomic rename between them), the temp file is made in `dir` instead.
+    /// A second handle on the same root, for work on another thread.
+    pub fn try_clone(&self) -> Result<Beneath> {
+        let root = self.root.try_clone().map_err(|e| {
+            Error::io(
+                format!("cannot reopen root directory {}", self.root_path.display()),
+                &os_error(&e),
+            )
+        })?;
+        Ok(Beneath {
+            root_path: self.root_path.clone(),
+            root,
+        })
+    }
+
+    /// Writes `dir/name` atomically through the new temp file `tmp_dir/tmp_name`: a
+    /// [`Beneath::write_temp`] and its [`TempFile::place`].
     pub fn write_atomic(
         &self,
         dir: &Path,
@@ -248,48 +281,41 @@ impl Beneath {
         tmp_name: &str,
         bytes: &[u8],
     ) -> Result<DirSync> {
-        let path = dir.join(name);
+        self.write_temp(&dir.join(name), tmp_dir, tmp_name, bytes)?
+            .place()
+    }
+
+    /// Writes `bytes` to the new temp file `tmp_dir/tmp_name` (created exclusively, mode 0666
+    /// less the umask, as Go's `os.Create`) and fsyncs it, for [`TempFile::place`] to rename
+    /// to `path` (which messages name).
+    pub fn write_temp(
+        &self,
+        path: &Path,
+        tmp_dir: &Path,
+        tmp_name: &str,
+        bytes: &[u8],
+    ) -> Result<TempFile> {
         let tmp = tmp_dir.join(tmp_name);
-        let (rel, rel_tmp) = (self.rel(&path)?, self.rel(&tmp)?);
-        let what = "failed to save volume data file";
-        let write = || -> std::result::Result<DirSync, (Option<i32>, Error)> {
-            let flags =
-                OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_EXCL | OpenFlags::O_CLOEXEC;
-            let mut f: File = self
-                .root
-                .create_file(rel_tmp, flags, &Permissions::from_mode(0o666))
-                .map_err(|e| (None, self.error(what, &path, &e)))?;
-            let io =
-                |e: std::io::Error| (None, Error::io(format!("{what} [{}]", path.display()), &e));
-            f.write_all(bytes).map_err(io)?;
-            // Before the rename: a crash must never leave an empty file at `path`.
-            f.sync_all().map_err(io)?;
-            self.root
-                .rename(rel_tmp, rel, RenameFlags::empty())
-                .map_err(|e| (errno(&e), self.error(what, &path, &e)))?;
-            // open_subpath: one openat2, where reopening a resolved handle goes through procfs.
-            let dir_file = self
-                .root
-                .open_subpath(
-                    self.rel(dir).map_err(|e| (None, e))?,
-                    OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC,
-                )
-                .map_err(|e| (None, self.error(what, &path, &e)))?;
-            Ok(DirSync {
-                dir: dir_file,
-                path: path.clone(),
-            })
+        let rel_tmp = self.rel(&tmp)?;
+        let fs = self.try_clone()?;
+        let flags =
+            OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_EXCL | OpenFlags::O_CLOEXEC;
+        let mut f: File = self
+            .root
+            .create_file(rel_tmp, flags, &Permissions::from_mode(0o666))
+            .map_err(|e| self.error(SAVE_FAILED, path, &e))?;
+        let temp = TempFile {
+            fs,
+            tmp,
+            path: path.to_path_buf(),
+            bytes: bytes.to_vec(),
+            placed: false,
         };
-        match write() {
-            Ok(sync) => Ok(sync),
-            Err((errno, e)) => {
-                let _ = self.root.remove_file(rel_tmp);
-                if errno == Some(libc::EXDEV) && tmp_dir != dir {
-                    return self.write_atomic(dir, name, dir, tmp_name, bytes);
-                }
-                Err(e)
-            }
-        }
+        let io = |e: std::io::Error| Error::io(format!("{SAVE_FAILED} [{}]", path.display()), &e);
+        f.write_all(bytes).map_err(io)?;
+        // Before the rename: a crash must never leave an empty file at `path`.
+        f.sync_all().map_err(io)?;
+        Ok(temp)
     }
 
     /// Removes the file at `path`; a missing one is fine.
@@ -362,8 +388,63 @@ impl Beneath {
     }
 }
 
-/// The directory fsync that makes a [`Beneath::write_atomic`] rename durable, still to do: a
-/// caller may run it beside other work (the driver call the file was written for).
+const SAVE_FAILED: &str = "failed to save volume data file";
+
+/// A file's whole content, durable under a temp name ([`Beneath::write_temp`]) and not yet in
+/// place; removed when dropped unplaced.
+pub struct TempFile {
+    fs: Beneath,
+    tmp: PathBuf,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    placed: bool,
+}
+
+impl TempFile {
+    /// Renames the file to its path: in place when this returns, durable once the returned
+    /// [`DirSync`] has been waited on. When the temp dir is on another filesystem than the
+    /// file's (no atomic rename between them), the file is written again beside its place.
+    pub fn place(mut self) -> Result<DirSync> {
+        let fs = &self.fs;
+        let dir = self.path.parent().unwrap_or(&fs.root_path);
+        let (rel, rel_tmp) = (fs.rel(&self.path)?, fs.rel(&self.tmp)?);
+        if let Err(e) = fs.root.rename(rel_tmp, rel, RenameFlags::empty()) {
+            let tmp_dir = self.tmp.parent().unwrap_or(dir);
+            if errno(&e) == Some(libc::EXDEV) && tmp_dir != dir {
+                let tmp_name = self.tmp.file_name().unwrap_or_default().to_string_lossy();
+                let beside = fs.write_temp(&self.path, dir, &tmp_name, &self.bytes)?;
+                return beside.place();
+            }
+            return Err(fs.error(SAVE_FAILED, &self.path, &e));
+        }
+        self.placed = true;
+        // open_subpath: one openat2, where reopening a resolved handle goes through procfs.
+        let dir_file = fs
+            .root
+            .open_subpath(
+                fs.rel(dir)?,
+                OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC,
+            )
+            .map_err(|e| fs.error(SAVE_FAILED, &self.path, &e))?;
+        Ok(DirSync {
+            dir: dir_file,
+            path: self.path.clone(),
+        })
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.placed {
+            if let Ok(rel) = self.fs.rel(&self.tmp) {
+                let _ = self.fs.root.remove_file(rel);
+            }
+        }
+    }
+}
+
+/// The directory fsync that makes a [`TempFile::place`] rename durable, still to do: a caller
+/// may run it beside other work (the driver call the file was written for).
 #[must_use = "the rename is not durable until the directory is synced"]
 pub struct DirSync {
     dir: File,
@@ -372,12 +453,9 @@ pub struct DirSync {
 
 impl DirSync {
     pub fn wait(self) -> Result<()> {
-        self.dir.sync_all().map_err(|e| {
-            Error::io(
-                format!("failed to save volume data file [{}]", self.path.display()),
-                &e,
-            )
-        })
+        self.dir
+            .sync_all()
+            .map_err(|e| Error::io(format!("{SAVE_FAILED} [{}]", self.path.display()), &e))
     }
 }
 

@@ -4,7 +4,9 @@
 //! Differs from upstream on purpose (kubernetes/kubernetes#108217): the file is written
 //! atomically (a temp file unique to the call, fsync, rename, directory fsync), so a crash leaves
 //! the old file or the new one, never an empty one; [`save_then_sync`] leaves the directory
-//! fsync to the caller, to run beside the driver call the file was written for. The temp file lives in kcsi's own
+//! fsync to the caller, to run beside the driver call the file was written for, and [`stage`]
+//! lets it write and fsync the temp file while the volume's directories are made (its rename
+//! waits for them: [`Staged::place`]). The temp file lives in kcsi's own
 //! directory below the plugin dir ([`temp_dir`]), not in the pod volume or global mount dir: a
 //! write killed half-way leaves nothing there (the kubelet's orphaned-pod cleanup removes only
 //! empty dirs, and a dir without `vol_data.json` is never torn down), and what it leaves in the
@@ -17,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::beneath::{Beneath, DirSync, Entry};
+use super::beneath::{Beneath, DirSync, Entry, TempFile};
 use super::mounts::is_mount_point;
 use super::paths::Layout;
 use crate::error::{Error, ErrorKind, Result};
@@ -137,25 +139,49 @@ pub fn save(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<()> {
 /// place, its content durable, when this returns (so a kubelet restarted meanwhile finds it),
 /// and the caller may sync the directory while it calls the driver.
 pub fn save_then_sync(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<DirSync> {
+    stage(fs, dir, data)?.place(fs)
+}
+
+/// A [`save`] up to its rename: the file's content written and fsynced under a temp name in
+/// [`temp_dir`], which needs none of `dir`'s levels, so it may run while they are made.
+pub fn stage(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<Staged> {
     let tmp_dir = temp_dir(fs.root_path());
-    let tmp_dir = match fs.mkdir_all(&tmp_dir, 0o700) {
-        Ok(()) => tmp_dir,
+    let bytes = encode(data).into_bytes();
+    let temp = match fs.mkdir_all(&tmp_dir, 0o700) {
+        Ok(()) => Some(fs.write_temp(&dir.join(FILE_NAME), &tmp_dir, &temp_name(), &bytes)?),
         Err(e) => {
             tracing::warn!("{}", csi_log!("{e}; writing the temp file beside the file"));
-            dir.to_path_buf()
+            None
         }
     };
-    let sync = fs.write_atomic(
-        dir,
-        FILE_NAME,
-        &tmp_dir,
-        &temp_name(),
-        encode(data).as_bytes(),
-    )?;
-    if let Err(e) = remove_temp_files(fs, dir, Writers::OwnAndDead) {
-        tracing::warn!("{}", csi_log!("{e}"));
+    Ok(Staged {
+        dir: dir.to_path_buf(),
+        temp,
+        bytes,
+    })
+}
+
+/// A `vol_data.json` [`stage`]d, not yet in place (its temp file removed if dropped so).
+pub struct Staged {
+    dir: PathBuf,
+    /// `None` when kcsi's temp dir could not be made: the file is then written beside its
+    /// place, once the directory exists.
+    temp: Option<TempFile>,
+    bytes: Vec<u8>,
+}
+
+impl Staged {
+    /// Renames the file into place, as [`save_then_sync`] returns.
+    pub fn place(self, fs: &Beneath) -> Result<DirSync> {
+        let sync = match self.temp {
+            Some(temp) => temp.place()?,
+            None => fs.write_atomic(&self.dir, FILE_NAME, &self.dir, &temp_name(), &self.bytes)?,
+        };
+        if let Err(e) = remove_temp_files(fs, &self.dir, Writers::OwnAndDead) {
+            tracing::warn!("{}", csi_log!("{e}"));
+        }
+        Ok(sync)
     }
-    Ok(sync)
 }
 
 /// Removes what writers killed mid-write left in `root`'s [`temp_dir`] (at host start; the
@@ -337,6 +363,24 @@ mod tests {
         assert_eq!(load(&fs, &dir).unwrap(), data);
         assert_eq!(names(&dir), vec![FILE_NAME.to_string()]);
         sync.wait().unwrap();
+    }
+
+    #[test]
+    fn stage_writes_before_the_dir_exists_and_leaves_nothing_when_dropped_unplaced() {
+        let (root, fs, dir) = volume_dir();
+        let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
+        let later = dir.join("not/yet");
+        let staged = stage(&fs, &later, &data).unwrap();
+        let tmp = temp_dir(root.path());
+        assert_eq!(names(&tmp).len(), 1, "the temp file is written first");
+        drop(staged);
+        assert!(names(&tmp).is_empty());
+
+        let staged = stage(&fs, &later, &data).unwrap();
+        make_dirs(&fs, &later).unwrap();
+        staged.place(&fs).unwrap().wait().unwrap();
+        assert_eq!(load(&fs, &later).unwrap(), data);
+        assert!(names(&tmp).is_empty());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::host::Host;
 use crate::spec::VolumeSpec;
 use crate::volume::block::BlockUnmapper;
 use crate::volume::capability::volume_capability;
-use crate::volume::operation::{standalone_hint, with_dir_sync, Operation};
+use crate::volume::operation::{make_dirs_and_stage, standalone_hint, with_dir_sync, Operation};
 
 /// Upstream `DeviceMounterArgs`: `{"fsGroup": int, "seLinuxLabel": string}`, both optional.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -190,8 +190,6 @@ pub async fn mount_device(
     mount_flags.extend(selinux.clone());
 
     let fs = host.layout.beneath()?;
-    volume_data::make_dirs(&fs, data_dir)
-        .map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
     let mut data = VolumeData::new();
     data.insert(keys::VOLUME_HANDLE.into(), src.volume_handle.clone());
     data.insert(keys::DRIVER_NAME.into(), src.driver.clone());
@@ -201,7 +199,9 @@ pub async fn mount_device(
             args.se_linux_label.clone().unwrap_or_default(),
         );
     }
-    let synced = match volume_data::save_then_sync(&fs, data_dir, &data) {
+    let (made, staged) = make_dirs_and_stage(&fs, data_dir, &data).await;
+    made.map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
+    let synced = match staged.and_then(|s| s.place(&fs)) {
         Ok(sync) => sync,
         Err(e) => {
             cleanup_global_mount(&fs, &dmp);

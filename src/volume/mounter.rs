@@ -29,7 +29,9 @@ use crate::volume::capability::volume_capability;
 use crate::volume::driver_facts::{DriverFacts, DEFAULT_TOKEN_EXPIRATION_SECONDS};
 use crate::volume::fs_group::{self, ChangePolicy};
 use crate::volume::metrics::{self, VolumeMetrics};
-use crate::volume::operation::{pod_info_attributes, with_dir_sync, Operation};
+use crate::volume::operation::{
+    make_dirs_and_stage, pod_info_attributes, with_dir_sync, Operation,
+};
 
 /// `kcsi_mounter_set_up`'s `args_json` (upstream `MounterArgs`).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -152,9 +154,16 @@ impl Mounter {
         })?;
         let mut p = self.publication(host, &op, caps.stage_unstage).await?;
 
+        let label = args.se_linux_label.as_deref().unwrap_or("");
+        let selinux_mount = host.config.gate("SELinuxMountReadWriteOncePod")
+            && facts.se_linux_mount
+            && !label.is_empty();
+        let data = self.volume_data(host, selinux_mount.then_some(label));
+
         let dir = self.dir();
         let fs = host.layout.beneath()?;
-        volume_data::make_dirs(&fs, dir).map_err(|e| e.prefix(csi_log!("mounter.SetUpAt ")))?;
+        let (made, staged) = make_dirs_and_stage(&fs, dir, &data).await;
+        made.map_err(|e| e.prefix(csi_log!("mounter.SetUpAt ")))?;
         fs.check_no_symlink(&self.path, &csi_log!("mounter.SetUpAt"))?;
         let mut secrets = op
             .secrets(&self.spec, "NodePublishSecretRef", p.secret_ref.as_ref())
@@ -181,16 +190,11 @@ impl Mounter {
         } else {
             None
         };
-        let label = args.se_linux_label.as_deref().unwrap_or("");
-        let selinux_mount = host.config.gate("SELinuxMountReadWriteOncePod")
-            && facts.se_linux_mount
-            && !label.is_empty();
         if selinux_mount {
             p.mount_options.push(format!("context={}", quote(label)));
         }
 
-        let data = self.volume_data(host, selinux_mount.then_some(label));
-        let synced = match volume_data::save_then_sync(&fs, dir, &data) {
+        let synced = match staged.and_then(|s| s.place(&fs)) {
             Ok(sync) => sync,
             Err(e) => {
                 // Final, as upstream's SetUpAt returns the save error itself.

@@ -14,8 +14,9 @@ use crate::config::MAX_TIMEOUT;
 use crate::csi::csi_client::{CsiClient, NodeCapabilities};
 use crate::csi::driver_store::Driver;
 use crate::csi::proto::csi;
-use crate::disk::beneath::DirSync;
+use crate::disk::beneath::{Beneath, DirSync};
 use crate::disk::paths::attachment_name;
+use crate::disk::volume_data::{self, Staged, VolumeData};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::plain_spec::SecretKind;
@@ -196,6 +197,31 @@ pub fn pod_info_attributes(pod: &Pod, pod_uid: &str, mode: LifecycleMode) -> [(S
     ]
 }
 
+/// Makes a volume's directories (`dir` and its missing parents) while its `vol_data.json` is
+/// [`volume_data::stage`]d on a blocking thread: the file's fsync is most of a save's time and
+/// needs none of those directories. Both outcomes are the caller's; a staged file it drops
+/// unplaced is removed.
+pub async fn make_dirs_and_stage(
+    fs: &Beneath,
+    dir: &Path,
+    data: &VolumeData,
+) -> (Result<()>, Result<Staged>) {
+    let staging = fs.try_clone().map(|stager| {
+        let (dir, data) = (dir.to_path_buf(), data.clone());
+        tokio::task::spawn_blocking(move || volume_data::stage(&stager, &dir, &data))
+    });
+    let made = volume_data::make_dirs(fs, dir);
+    let staged = match staging {
+        Ok(task) => task.await.unwrap_or_else(|e| {
+            Err(Error::internal(format!(
+                "writing the volume data file panicked: {e}"
+            )))
+        }),
+        Err(e) => Err(e),
+    };
+    (made, staged)
+}
+
 /// Runs `call` (the driver call a `vol_data.json` was just written for) while `sync`, the
 /// directory fsync that makes the file's rename durable, runs on a blocking thread: the file
 /// is in place before the driver is called, and durable before the operation returns, without
@@ -223,5 +249,29 @@ pub async fn with_dir_sync<T>(
             }
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn make_dirs_and_stage_removes_the_staged_file_when_the_dirs_cannot_be_made() {
+        let root = tempfile::tempdir().unwrap();
+        let fs = Beneath::open(root.path()).unwrap();
+        let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
+        let dir = root.path().join("pods/uid/volumes/kubernetes.io~csi/pv");
+        let (made, staged) = make_dirs_and_stage(&fs, &dir, &data).await;
+        made.unwrap();
+        staged.unwrap().place(&fs).unwrap().wait().unwrap();
+        assert_eq!(volume_data::load(&fs, &dir).unwrap(), data);
+
+        std::fs::write(root.path().join("blocked"), "").unwrap();
+        let (made, staged) = make_dirs_and_stage(&fs, &root.path().join("blocked/pv"), &data).await;
+        assert!(made.is_err());
+        drop(staged);
+        let tmp = volume_data::temp_dir(root.path());
+        assert_eq!(std::fs::read_dir(tmp).unwrap().count(), 0);
     }
 }
