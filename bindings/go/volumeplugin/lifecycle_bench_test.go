@@ -30,22 +30,26 @@ import (
 //   - kcsi: this package's plugin, kcsi through its Go binding;
 //   - upstream: pkg/volume/csi v1.36.3 as the kubelet sets it up (see upstreamPlugin);
 //   - floor: the driver's RPCs alone (NodeStage, NodePublish, NodeUnpublish, NodeUnstage) on
-//     one persistent grpc-go connection, plus the directories the kubelet creates: what any
-//     plugin must spend.
+//     one persistent grpc-go connection, plus the directories both plugins make and remove at
+//     the kubelet's depths (CSI leaves the staging directory and the target's parent to the
+//     CO): what any plugin must spend.
 //
-// Each round runs the three in turn, sequentially and 16 at a time, in ABBA order (floor kcsi
-// upstream, then the reverse) so drift on a shared machine hits all alike; figures are medians
-// over the rounds. It prints ms per volume, the overhead above the floor, dials per lifecycle
-// (counted in a separate pass through a relay in front of the driver's socket, so the timed
-// passes go straight to the driver) and memory. Goal: kcsi's overhead above the floor at most a
-// fifth of upstream's and within 10 % of the floor. It ignores b.N: run it with -benchtime=1x
-// (make bench-upstream). Figures are printed, never asserted.
+// Each round first runs sequential lifecycles interleaved one by one (floor, kcsi, upstream in
+// rotating order), so the driver's drift, milliseconds from one mount to the next, touches the
+// three alike; a contender's overhead is the median of its lifecycles' differences from the
+// floor's run beside them. Then each runs 16 at a time, in ABBA order over the rounds. It prints
+// ms per volume, the overhead above the floor, the ratio round by round (what one short run
+// would report), dials per lifecycle (counted in a separate pass through a relay in front of
+// the driver's socket, so the timed passes go straight to the driver) and memory. Goal: kcsi's
+// overhead above the floor at most a fifth of upstream's and within 10 % of the floor. It
+// ignores b.N: run it with -benchtime=1x (make bench-upstream). Figures are printed, never
+// asserted.
 func BenchmarkLifecycleVsUpstream(b *testing.B) {
 	const (
 		volumes    = 16 // also the parallelism
-		sequential = 12
+		sequential = 24 // a lifecycle varies by milliseconds with the driver's mounts
 		parRounds  = 2
-		rounds     = 4
+		rounds     = 8
 		dialPasses = 4
 	)
 	e := newEnv(b)
@@ -71,14 +75,22 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 			b.Fatalf("%s: %v", c.name, err)
 		}
 	}
+	for _, c := range contenders {
+		if err := c.measureAlloc(handles); err != nil {
+			b.Fatalf("%s: %v", c.name, err)
+		}
+	}
 	rssBefore := rssMiB()
 	for r := range rounds {
+		if err := sequentialRound(r, contenders, handles, sequential); err != nil {
+			b.Fatal(err)
+		}
 		order := slices.Clone(contenders)
 		if r%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, c := range order {
-			if err := c.measure(r, handles, sequential, parRounds); err != nil {
+			if err := c.measureParallel(r, handles, parRounds); err != nil {
 				b.Fatalf("%s: %v", c.name, err)
 			}
 		}
@@ -121,55 +133,81 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("\nfilesystem lifecycle (MountDevice, SetUp, TearDown, UnmountDevice), one hostpath driver, %d CPUs, load %s",
 		runtime.NumCPU(), load)
-	fmt.Printf("medians of %d interleaved rounds; sequential: median of %d lifecycles per round; parallel: %d at once, %d times per round, wall time per volume\n",
+	fmt.Printf("%d rounds; sequential: %d lifecycles of each per round, interleaved, medians (over floor: of each lifecycle less the floor's beside it); parallel: %d at once, %d times per round, wall time per volume, median of the rounds\n",
 		rounds, sequential, volumes, parRounds)
 	fmt.Printf("%-9s %12s %12s %12s %12s %10s %12s\n", "", "seq ms/vol", "over floor", "par ms/vol", "over floor", "dials/vol", "Go KiB/vol")
-	fl := contenders[0]
+	fl, k, u := contenders[0], contenders[1], contenders[2]
 	for _, c := range contenders {
-		fmt.Printf("%-9s %12.3f %12.3f %12.3f %12.3f %10.1f %12.1f\n", c.name, median(c.seq), median(c.seq)-median(fl.seq),
+		fmt.Printf("%-9s %12.3f %12.3f %12.3f %12.3f %10.1f %12.1f\n", c.name, median(c.seq), median(c.over),
 			median(c.par), median(c.par)-median(fl.par), c.dials, c.goKiB)
 	}
-	k, u := contenders[1], contenders[2]
-	for _, m := range []struct {
-		name string
-		get  func(*lifecycleFigures) float64
-	}{{"sequential", func(c *lifecycleFigures) float64 { return median(c.seq) }}, {"parallel", func(c *lifecycleFigures) float64 { return median(c.par) }}} {
-		over := func(c *lifecycleFigures) float64 { return m.get(c) - m.get(fl) }
-		fmt.Printf("%s: kcsi's overhead is %.2f of upstream's (goal <= 0.20) and %.1f %% of the floor (goal <= 10 %%)\n",
-			m.name, over(k)/over(u), 100*over(k)/m.get(fl))
+	seqRatio := func(from, to int) float64 { return median(k.over[from:to]) / median(u.over[from:to]) }
+	parRatio := func(r int) float64 { return (k.par[r] - fl.par[r]) / (u.par[r] - fl.par[r]) }
+	fmt.Printf("sequential: kcsi's overhead is %.2f of upstream's (goal <= 0.20) and %.1f %% of the floor (goal <= 10 %%)\n",
+		seqRatio(0, len(k.over)), 100*median(k.over)/median(fl.seq))
+	fmt.Printf("parallel: kcsi's overhead is %.2f of upstream's (goal <= 0.20) and %.1f %% of the floor (goal <= 10 %%)\n",
+		(median(k.par)-median(fl.par))/(median(u.par)-median(fl.par)), 100*(median(k.par)-median(fl.par))/median(fl.par))
+	var seqRounds, parRatios []float64
+	for r := range rounds {
+		seqRounds = append(seqRounds, seqRatio(r*sequential, (r+1)*sequential))
+		parRatios = append(parRatios, parRatio(r))
 	}
+	slices.Sort(seqRounds)
+	slices.Sort(parRatios)
+	fmt.Printf("round by round: sequential ratio %.2f to %.2f, parallel %.2f to %.2f\n",
+		seqRounds[0], seqRounds[rounds-1], parRatios[0], parRatios[rounds-1])
 	fmt.Printf("process RSS %.1f MiB before the rounds, %.1f MiB after (Go heap in use %.1f MiB; the rest is kcsi's Rust side, cgo and the binary)\n",
 		rssBefore, rssAfter, goHeapMiB())
 }
 
 // lifecycleFigures is one contender's lifecycle and what was measured of it.
 type lifecycleFigures struct {
-	name     string
-	run      func(i int, handle, tag string) error
-	seq, par []float64 // ms per volume, one entry per round
-	dials    float64
-	goKiB    float64 // Go heap allocated per lifecycle, first round
+	name  string
+	run   func(i int, handle, tag string) error
+	seq   []float64 // ms per sequential lifecycle, every one
+	over  []float64 // each sequential lifecycle less the floor's beside it
+	par   []float64 // ms per volume 16 at a time, one entry per round
+	dials float64
+	goKiB float64 // Go heap allocated per lifecycle
 }
 
-// measure runs one round: sequential lifecycles (their median), then parallel ones (wall time
-// per volume).
-func (c *lifecycleFigures) measure(round int, handles []string, sequential, parRounds int) error {
+// sequentialRound runs n lifecycles of each contender, one at a time and interleaved in
+// rotating order, then takes each one's difference from the floor's of the same turn.
+func sequentialRound(round int, cs []*lifecycleFigures, handles []string, n int) error {
+	for i := range n {
+		for j := range cs {
+			c := cs[(i+j)%len(cs)]
+			start := time.Now()
+			if err := c.run(i%len(handles), handles[i%len(handles)], fmt.Sprintf("s%d-%d", round, i)); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			c.seq = append(c.seq, float64(time.Since(start).Microseconds())/1000)
+		}
+		floor := cs[0].seq[len(cs[0].seq)-1]
+		for _, c := range cs {
+			c.over = append(c.over, c.seq[len(c.seq)-1]-floor)
+		}
+	}
+	return nil
+}
+
+// measureAlloc is the Go heap a lifecycle allocates, over a few run alone.
+func (c *lifecycleFigures) measureAlloc(handles []string) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	allocated := ms.TotalAlloc
-	times := make([]float64, sequential)
-	for i := range times {
-		start := time.Now()
-		if err := c.run(i%len(handles), handles[i%len(handles)], fmt.Sprintf("s%d-%d", round, i)); err != nil {
+	for i := range 8 {
+		if err := c.run(i, handles[i], fmt.Sprintf("alloc-%d", i)); err != nil {
 			return err
 		}
-		times[i] = float64(time.Since(start).Microseconds()) / 1000
 	}
-	if round == 0 {
-		runtime.ReadMemStats(&ms)
-		c.goKiB = float64(ms.TotalAlloc-allocated) / 1024 / float64(sequential)
-	}
-	c.seq = append(c.seq, median(times))
+	runtime.ReadMemStats(&ms)
+	c.goKiB = float64(ms.TotalAlloc-allocated) / 1024 / 8
+	return nil
+}
+
+// measureParallel runs every volume's lifecycle at once, parRounds times: wall time per volume.
+func (c *lifecycleFigures) measureParallel(round int, handles []string, parRounds int) error {
 	start := time.Now()
 	for p := range parRounds {
 		var wg sync.WaitGroup
@@ -242,18 +280,25 @@ func benchUID(tag string) string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// floorLifecycle is the driver's work without a plugin: the four RPCs on one connection and
-// the staging directory the kubelet creates (the driver creates and removes the target).
+// floorLifecycle is the driver's work without a plugin: the four RPCs on one connection, and
+// the directory levels both plugins make and remove (the driver makes and removes the target):
+// a staging directory two levels below an existing one, as a plugin's
+// <driver>/<hash>/globalmount, and the target's parent four below, as the kubelet's
+// pods/<uid>/volumes/kubernetes.io~csi/<pv>.
 type floorLifecycle struct {
 	root string
 	conn *grpc.ClientConn
 }
 
 func (f floorLifecycle) run(_ int, handle, tag string) error {
-	dir := filepath.Join(f.root, tag)
-	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
-	if err := os.MkdirAll(staging, 0o750); err != nil {
-		return err
+	data := filepath.Join(f.root, "plugins", tag)
+	staging := filepath.Join(data, "globalmount")
+	parent := filepath.Join(f.root, "pods", tag, "volumes", "kubernetes.io~csi", "pv")
+	target := filepath.Join(parent, "mount")
+	for _, dir := range []string{staging, parent} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
 	}
 	c := csi.NewNodeClient(f.conn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -271,10 +316,13 @@ func (f floorLifecycle) run(_ int, handle, tag string) error {
 	if _, err := c.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
 		return err
 	}
+	if err := os.Remove(parent); err != nil {
+		return err
+	}
 	if _, err := c.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
 		return err
 	}
-	return os.RemoveAll(dir)
+	return os.RemoveAll(data)
 }
 
 // relay forwards connections on path to the driver's socket, counting them: a plugin's dials
