@@ -136,10 +136,6 @@ mod tests {
 
     #[test]
     fn is_mount_point_sees_a_bind_mount_of_the_same_filesystem() {
-        // SAFETY: geteuid only reads the process's effective uid.
-        if unsafe { libc::geteuid() } != 0 {
-            return; // mounting needs root; make test runs as root
-        }
         let dir = tempfile::tempdir().unwrap();
         let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
         std::fs::create_dir(&src).unwrap();
@@ -157,13 +153,14 @@ mod tests {
             )
         };
         assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        // Nothing that can panic before the unmount: a failed test must not leave the mount.
         let seen = (
-            is_mount_point(&dst).unwrap(),
-            MountTable::read().unwrap().contains(&dst),
+            is_mount_point(&dst).ok(),
+            MountTable::read().ok().map(|t| t.contains(&dst)),
         );
         // SAFETY: as above.
         unsafe { libc::umount2(cdst.as_ptr(), libc::MNT_DETACH) };
-        assert_eq!(seen, (true, true));
+        assert_eq!(seen, (Some(true), Some(true)));
         assert!(!is_mount_point(&dst).unwrap());
     }
 

@@ -147,35 +147,42 @@ pub fn save_then_sync(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<Dir
 pub fn stage(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<Staged> {
     let tmp_dir = temp_dir(fs.root_path());
     let bytes = encode(data).into_bytes();
-    let temp = match fs.mkdir_all(&tmp_dir, 0o700) {
-        Ok(()) => Some(fs.write_temp(&dir.join(FILE_NAME), &tmp_dir, &temp_name(), &bytes)?),
+    let file = match fs.mkdir_all(&tmp_dir, 0o700) {
+        Ok(()) => {
+            Pending::Temp(fs.write_temp(&dir.join(FILE_NAME), &tmp_dir, &temp_name(), &bytes)?)
+        }
         Err(e) => {
             tracing::warn!("{}", csi_log!("{e}; writing the temp file beside the file"));
-            None
+            Pending::Beside(bytes)
         }
     };
     Ok(Staged {
         dir: dir.to_path_buf(),
-        temp,
-        bytes,
+        file,
     })
 }
 
 /// A `vol_data.json` [`stage`]d, not yet in place (its temp file removed if dropped so).
 pub struct Staged {
     dir: PathBuf,
-    /// `None` when kcsi's temp dir could not be made: the file is then written beside its
-    /// place, once the directory exists.
-    temp: Option<TempFile>,
-    bytes: Vec<u8>,
+    file: Pending,
+}
+
+enum Pending {
+    Temp(TempFile),
+    /// kcsi's temp dir could not be made: the file is written beside its place, once the
+    /// directory exists.
+    Beside(Vec<u8>),
 }
 
 impl Staged {
     /// Renames the file into place, as [`save_then_sync`] returns.
     pub fn place(self, fs: &Beneath) -> Result<DirSync> {
-        let sync = match self.temp {
-            Some(temp) => temp.place()?,
-            None => fs.write_atomic(&self.dir, FILE_NAME, &self.dir, &temp_name(), &self.bytes)?,
+        let sync = match self.file {
+            Pending::Temp(temp) => temp.place()?,
+            Pending::Beside(bytes) => {
+                fs.write_atomic(&self.dir, FILE_NAME, &self.dir, &temp_name(), &bytes)?
+            }
         };
         if let Err(e) = remove_temp_files(fs, &self.dir, Writers::OwnAndDead) {
             tracing::warn!("{}", csi_log!("{e}"));
