@@ -129,45 +129,45 @@ impl Beneath {
         None
     }
 
-    /// Creates `dir` and its missing parents with `mode` (less the umask).
-    pub fn mkdir_all(&self, dir: &Path, mode: u32) -> Result<()> {
+    /// Creates `dir` and its missing parents with `mode` (less the umask). True when `dir`
+    /// itself was made by this call (false when it was there, or the general walk made it).
+    pub fn mkdir_all(&self, dir: &Path, mode: u32) -> Result<bool> {
         let rel = self.rel(dir)?;
         let perm = Permissions::from_mode(mode);
-        if self.mkdir_missing(rel, &perm).is_none() {
-            self.root
-                .mkdir_all(rel, &perm)
-                .map_err(|e| self.error("failed to create dir", dir, &e))?;
+        match self.mkdir_missing(rel, &perm) {
+            Some(made) => Ok(made),
+            None => {
+                self.root
+                    .mkdir_all(rel, &perm)
+                    .map_err(|e| self.error("failed to create dir", dir, &e))?;
+                Ok(false)
+            }
         }
-        Ok(())
     }
 
     /// `mkdir_all`'s common case in one openat2 per level and a mkdirat per missing one, where
     /// pathrs' general walk checks every step through procfs: finds the deepest existing dir
-    /// and makes each level below it. `None` for anything else (a non-dir in the way, a
-    /// concurrent creation, any error): the general walk then decides.
-    fn mkdir_missing(&self, rel: &Path, perm: &Permissions) -> Option<()> {
+    /// and makes each level below it (true when there was one to make). `None` for anything
+    /// else (a non-dir in the way, a concurrent creation, any error): the general walk then
+    /// decides.
+    fn mkdir_missing(&self, rel: &Path, perm: &Permissions) -> Option<bool> {
         let mut missing = Vec::new();
         let mut at = rel;
         while !at.as_os_str().is_empty() {
-            match self.probe(at, OFlags::empty())? {
-                Ok(fd) => {
-                    let st = rustix::fs::fstat(&fd).ok()?;
-                    if !FileType::from_raw_mode(st.st_mode).is_dir() {
-                        return None;
-                    }
-                    break;
-                }
-                Err(Errno::NOENT) => missing.push(at),
-                Err(_) => return None,
+            match self.probe(at, OFlags::DIRECTORY) {
+                Some(Ok(_)) => break,
+                Some(Err(Errno::NOENT)) => missing.push(at),
+                _ => return None,
             }
             at = at.parent()?;
         }
+        let made = !missing.is_empty();
         for level in missing.into_iter().rev() {
             self.root
                 .create(level, &InodeType::Directory(perm.clone()))
                 .ok()?;
         }
-        Some(())
+        Some(made)
     }
 
     /// An `O_PATH` lookup of `rel` with pathrs' own openat2 resolution (`RESOLVE_IN_ROOT`,
@@ -176,10 +176,20 @@ impl Beneath {
     /// each missing level of a new volume's directories. `None` when openat2 cannot answer
     /// (an old kernel, a racing rename's EAGAIN): pathrs then resolves, as everywhere else.
     fn probe(&self, rel: &Path, flags: OFlags) -> Option<rustix::io::Result<OwnedFd>> {
+        self.open_in_root(rel, flags | OFlags::PATH)
+    }
+
+    /// `rel` opened with `flags` by that same openat2 resolution, `None` as for [`Beneath::probe`].
+    fn open_in_root(&self, rel: &Path, flags: OFlags) -> Option<rustix::io::Result<OwnedFd>> {
         let resolve =
             ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS;
-        let flags = flags | OFlags::PATH | OFlags::CLOEXEC;
-        match rustix::fs::openat2(&self.root, rel, flags, Mode::empty(), resolve) {
+        match rustix::fs::openat2(
+            &self.root,
+            rel,
+            flags | OFlags::CLOEXEC,
+            Mode::empty(),
+            resolve,
+        ) {
             Err(Errno::NOSYS | Errno::AGAIN | Errno::INVAL) => None,
             other => Some(other),
         }
@@ -231,22 +241,33 @@ impl Beneath {
     /// NOT_FOUND. Anything else there (a FIFO that would block, a device) is refused unopened.
     pub fn read_to_string(&self, path: &Path, what: &str, limit: u64) -> Result<String> {
         let rel = self.rel(path)?;
-        let handle = self
-            .root
-            .resolve(rel)
-            .map_err(|e| self.error(what, path, &e))?;
         let io = |e: std::io::Error| Error::io(format!("{what} [{}]", path.display()), &e);
-        let stat = rustix::fs::fstat(&handle).map_err(|e| io(e.into()))?;
-        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-            return Err(Error::new(
+        let not_regular = || {
+            Error::new(
                 ErrorKind::Io,
                 format!("{what} [{}]: not a regular file", path.display()),
-            ));
-        }
-        let file = handle
-            .reopen(OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC)
-            .map_err(|e| self.error(what, path, &e))?;
-        let mut text = String::new();
+            )
+        };
+        let (file, size) = match self.open_regular(rel) {
+            Some(Ok(Some(opened))) => opened,
+            Some(Ok(None)) => return Err(not_regular()),
+            Some(Err(e)) => return Err(io(e.into()).with_kind(ErrorKind::NotFound)),
+            None => {
+                let handle = self
+                    .root
+                    .resolve(rel)
+                    .map_err(|e| self.error(what, path, &e))?;
+                let stat = rustix::fs::fstat(&handle).map_err(|e| io(e.into()))?;
+                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                    return Err(not_regular());
+                }
+                let file = handle
+                    .reopen(OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC)
+                    .map_err(|e| self.error(what, path, &e))?;
+                (file, stat.st_size as u64)
+            }
+        };
+        let mut text = String::with_capacity(size.min(limit) as usize + 1);
         file.take(limit + 1).read_to_string(&mut text).map_err(io)?;
         if text.len() as u64 > limit {
             return Err(Error::new(
@@ -255,6 +276,37 @@ impl Beneath {
             ));
         }
         Ok(text)
+    }
+
+    /// `read_to_string`'s common case: an `O_PATH` [`Beneath::probe`] to see that `rel` is a
+    /// regular file, then a second openat2 of it for reading, checked to be the same inode.
+    /// pathrs reopens a resolved handle through procfs, some forty system calls that each
+    /// teardown would spend on its `vol_data.json`. `Some(Ok(None))`: not a regular file;
+    /// `Some(Err)`: only ENOENT; `None`: for pathrs to resolve and describe (a symlink, no
+    /// openat2, a swap between the two opens).
+    fn open_regular(&self, rel: &Path) -> Option<rustix::io::Result<Option<(File, u64)>>> {
+        let handle = match self.probe(rel, OFlags::NOFOLLOW)? {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Some(Err(Errno::NOENT)),
+            Err(_) => return None,
+        };
+        let probed = rustix::fs::fstat(&handle).ok()?;
+        match FileType::from_raw_mode(probed.st_mode) {
+            FileType::RegularFile => {}
+            // O_PATH | O_NOFOLLOW opened the link itself: pathrs' refusal names it.
+            FileType::Symlink => return None,
+            _ => return Some(Ok(None)),
+        }
+        // NONBLOCK and NOCTTY: should a FIFO or device be swapped in after the probe, opening
+        // it neither blocks nor takes a terminal, and the inode check leaves it to pathrs,
+        // which refuses it as not a regular file.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let fd = self.open_in_root(rel, flags)?.ok()?;
+        let opened = rustix::fs::fstat(&fd).ok()?;
+        if (opened.st_dev, opened.st_ino) != (probed.st_dev, probed.st_ino) {
+            return None;
+        }
+        Some(Ok(Some((File::from(fd), opened.st_size as u64))))
     }
 
     /// A second handle on the same root, for work on another thread.
@@ -331,7 +383,12 @@ impl Beneath {
     /// Removes the empty directory at `path` (or a file the driver left there); a missing one
     /// is fine. A symlink there is refused, not removed.
     pub fn remove_dir(&self, path: &Path, what: &str) -> Result<()> {
-        match self.entry(path)? {
+        self.remove_entry(path, self.entry(path)?, what)
+    }
+
+    /// [`Beneath::remove_dir`] of an `entry` the caller just looked up.
+    pub fn remove_entry(&self, path: &Path, entry: Entry, what: &str) -> Result<()> {
+        match entry {
             Entry::Missing => Ok(()),
             Entry::Dir => match self.root.remove_dir(self.rel(path)?) {
                 Ok(()) => Ok(()),
@@ -346,17 +403,21 @@ impl Beneath {
     pub fn list(&self, dir: &Path) -> Result<Vec<OsString>> {
         let rel = self.rel(dir)?;
         let what = "cannot read directory";
-        let file = match self.root.open_subpath(
-            rel,
-            OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC,
-        ) {
-            Ok(f) => f,
-            Err(e) if errno(&e) == Some(libc::ENOENT) => return Ok(Vec::new()),
-            Err(e) => return Err(self.error(what, dir, &e)),
+        let fd: OwnedFd = match self.open_in_root(rel, OFlags::RDONLY | OFlags::DIRECTORY) {
+            Some(Ok(fd)) => fd,
+            Some(Err(Errno::NOENT)) => return Ok(Vec::new()),
+            _ => match self.root.open_subpath(
+                rel,
+                OpenFlags::O_RDONLY | OpenFlags::O_DIRECTORY | OpenFlags::O_CLOEXEC,
+            ) {
+                Ok(f) => f.into(),
+                Err(e) if errno(&e) == Some(libc::ENOENT) => return Ok(Vec::new()),
+                Err(e) => return Err(self.error(what, dir, &e)),
+            },
         };
         let io = |e: rustix::io::Errno| Error::io(format!("{what} [{}]", dir.display()), &e.into());
         let mut names = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&file).map_err(io)? {
+        for entry in rustix::fs::Dir::new(fd).map_err(io)? {
             let entry = entry.map_err(io)?;
             let name = entry.file_name().to_bytes();
             if name != b"." && name != b".." {

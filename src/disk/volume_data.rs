@@ -148,7 +148,7 @@ pub fn stage(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<Staged> {
     let tmp_dir = temp_dir(fs.root_path());
     let bytes = encode(data).into_bytes();
     let file = match fs.mkdir_all(&tmp_dir, 0o700) {
-        Ok(()) => {
+        Ok(_) => {
             Pending::Temp(fs.write_temp(&dir.join(FILE_NAME), &tmp_dir, &temp_name(), &bytes)?)
         }
         Err(e) => {
@@ -159,6 +159,7 @@ pub fn stage(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<Staged> {
     Ok(Staged {
         dir: dir.to_path_buf(),
         file,
+        dir_is_new: false,
     })
 }
 
@@ -166,6 +167,8 @@ pub fn stage(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<Staged> {
 pub struct Staged {
     dir: PathBuf,
     file: Pending,
+    /// `dir` was made by the caller under the volume's lock: no temp file can be there.
+    dir_is_new: bool,
 }
 
 enum Pending {
@@ -176,6 +179,13 @@ enum Pending {
 }
 
 impl Staged {
+    /// Says that the caller made the file's directory itself, holding the volume's lock, so
+    /// [`Staged::place`] need not look there for stale temp files.
+    pub fn in_new_dir(mut self) -> Staged {
+        self.dir_is_new = true;
+        self
+    }
+
     /// Renames the file into place, as [`save_then_sync`] returns.
     pub fn place(self, fs: &Beneath) -> Result<DirSync> {
         let sync = match self.file {
@@ -184,8 +194,10 @@ impl Staged {
                 fs.write_atomic(&self.dir, FILE_NAME, &self.dir, &temp_name(), &bytes)?
             }
         };
-        if let Err(e) = remove_temp_files(fs, &self.dir, Writers::OwnAndDead) {
-            tracing::warn!("{}", csi_log!("{e}"));
+        if !self.dir_is_new {
+            if let Err(e) = remove_temp_files(fs, &self.dir, Writers::OwnAndDead) {
+                tracing::warn!("{}", csi_log!("{e}"));
+            }
         }
         Ok(sync)
     }
@@ -265,14 +277,15 @@ pub fn get<'a>(data: &'a VolumeData, key: &str, dir: &Path) -> Result<&'a str> {
 /// alone (not an error): removing it would lose the data needed to unmount it later. Each step
 /// tolerates what an interrupted earlier teardown already removed.
 pub fn remove_mount_dir(fs: &Beneath, mount_path: &Path) -> Result<()> {
-    if fs.entry(mount_path)? != Entry::Missing && is_mount_point(mount_path)? {
+    let entry = fs.entry(mount_path)?;
+    if entry != Entry::Missing && is_mount_point(mount_path)? {
         tracing::warn!(
             "{}",
             csi_log!("{} is still mounted, not removing it", mount_path.display())
         );
         return Ok(());
     }
-    fs.remove_dir(mount_path, "failed to remove dir")?;
+    fs.remove_entry(mount_path, entry, "failed to remove dir")?;
     match mount_path.parent() {
         Some(parent) => remove_volume_data_dir(fs, parent),
         None => Ok(()),
@@ -287,8 +300,9 @@ pub fn remove_volume_data_dir(fs: &Beneath, dir: &Path) -> Result<()> {
     fs.remove_dir(dir, "failed to delete volume path")
 }
 
-/// Creates `dir` and missing parents with mode 0750, as the kubelet does.
-pub fn make_dirs(fs: &Beneath, dir: &Path) -> Result<()> {
+/// Creates `dir` and missing parents with mode 0750, as the kubelet does. True when `dir`
+/// itself was made by this call.
+pub fn make_dirs(fs: &Beneath, dir: &Path) -> Result<bool> {
     fs.mkdir_all(dir, 0o750)
 }
 
@@ -348,8 +362,8 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let (root, fs, dir) = volume_dir();
         let deep = dir.join("a/b/c");
-        make_dirs(&fs, &deep).unwrap();
-        make_dirs(&fs, &deep).unwrap(); // there already
+        assert!(make_dirs(&fs, &deep).unwrap(), "made now");
+        assert!(!make_dirs(&fs, &deep).unwrap(), "there already");
         for level in [dir.join("a"), dir.join("a/b"), deep.clone()] {
             let mode = fs::metadata(&level).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o750 & !umask(), "{}", level.display());
@@ -485,6 +499,40 @@ mod tests {
         fs::remove_file(dir.join(FILE_NAME)).unwrap();
         fs::create_dir(dir.join(FILE_NAME)).unwrap();
         assert_eq!(load(&fs, &dir).unwrap_err().kind(), ErrorKind::Io);
+        // The file itself a symlink, even to a good file beside it: refused, not followed.
+        fs::remove_dir(dir.join(FILE_NAME)).unwrap();
+        fs::write(dir.join("real.json"), "{}").unwrap();
+        std::os::unix::fs::symlink("real.json", dir.join(FILE_NAME)).unwrap();
+        let err = load(&fs, &dir).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::FailedPrecondition, "{err}");
+    }
+
+    #[test]
+    fn a_save_into_a_dir_made_for_it_skips_the_temp_file_sweep_and_others_keep_it() {
+        let (_root, fs, dir) = volume_dir();
+        let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
+        let dead = ".vol_data.json.999999999.1.tmp";
+        fs::write(dir.join(dead), "").unwrap();
+        stage(&fs, &dir, &data)
+            .unwrap()
+            .place(&fs)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert_eq!(
+            names(&dir),
+            vec![FILE_NAME],
+            "a dead writer's file is swept"
+        );
+        fs::write(dir.join(dead), "").unwrap();
+        let staged = stage(&fs, &dir, &data).unwrap().in_new_dir();
+        staged.place(&fs).unwrap().wait().unwrap();
+        assert_eq!(
+            names(&dir),
+            vec![dead, FILE_NAME],
+            "no listing of a new dir"
+        );
+        assert_eq!(load(&fs, &dir).unwrap(), data);
     }
 
     #[test]

@@ -199,8 +199,8 @@ pub fn pod_info_attributes(pod: &Pod, pod_uid: &str, mode: LifecycleMode) -> [(S
 
 /// Makes a volume's directories (`dir` and its missing parents) while its `vol_data.json` is
 /// [`volume_data::stage`]d on a blocking thread: the file's fsync is most of a save's time and
-/// needs none of those directories. Both outcomes are the caller's; a staged file it drops
-/// unplaced is removed.
+/// needs none of those directories. Both outcomes are the caller's (who holds the volume's
+/// lock); a staged file it drops unplaced is removed.
 pub async fn make_dirs_and_stage(
     fs: &Beneath,
     dir: &Path,
@@ -219,7 +219,11 @@ pub async fn make_dirs_and_stage(
         }),
         Err(e) => Err(e),
     };
-    (made, staged)
+    let staged = match made {
+        Ok(true) => staged.map(Staged::in_new_dir),
+        _ => staged,
+    };
+    (made.map(|_| ()), staged)
 }
 
 /// Runs `call` (the driver call a `vol_data.json` was just written for) while `sync`, the
