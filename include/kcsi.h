@@ -277,13 +277,32 @@ kcsi_result kcsi_driver_attach_required(kcsi_host *h,
 
 // A counter kcsi increments after every change to the CSIDriver objects its driver facts
 // (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come
-// from: the API server's, watched, or the host config's, which never change. `*out` points
+// from: the API server's, watched or fed by the program (`kcsi_host_csidriver_apply`), or
+// the host config's, which never change. `*out` points
 // to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached
 // together with the value read before asking stays current while the value is unchanged, so
 // a caller that asks the same query of every volume in a loop may answer from its cache.
 kcsi_result kcsi_host_csidriver_generation(kcsi_host *h,
                                            const uint64_t **out,
                                            kcsi_error **err_out);
+
+// On a host made with `"csiDriversFromHost": true`: a CSIDriver object (JSON, as the API
+// server serves it) that the program's own informer added or updated. kcsi then sends no
+// CSIDriver list or watch of its own; its driver facts and `kcsi_host_csidriver_generation`
+// follow what the program feeds. `KCSI_ERR_FAILED_PRECONDITION` on other hosts.
+kcsi_result kcsi_host_csidriver_apply(kcsi_host *h,
+                                      const char *csidriver_json,
+                                      kcsi_error **err_out);
+
+// On a `"csiDriversFromHost"` host: the CSIDriver `name` was deleted. `KCSI_ERR_NOT_FOUND`
+// when kcsi had no such object (nothing changes).
+kcsi_result kcsi_host_csidriver_delete(kcsi_host *h, const char *name, kcsi_error **err_out);
+
+// On a `"csiDriversFromHost"` host: the program's informer has synced, every CSIDriver it
+// listed has been applied. Until then a driver-facts lookup on a caller's thread waits up to
+// 5 s for it and then fails with a transient `KCSI_ERR_UNAVAILABLE`, as before kcsi's own
+// first list.
+kcsi_result kcsi_host_csidrivers_synced(kcsi_host *h, kcsi_error **err_out);
 
 // Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
 // inline volumes.

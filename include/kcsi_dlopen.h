@@ -107,6 +107,19 @@ typedef kcsi_result (*kcsi_host_csidriver_generation_fn)(kcsi_host *h,
                                                          const uint64_t **out,
                                                          kcsi_error **err_out);
 
+// The type of `kcsi_host_csidriver_apply`.
+typedef kcsi_result (*kcsi_host_csidriver_apply_fn)(kcsi_host *h,
+                                                    const char *csidriver_json,
+                                                    kcsi_error **err_out);
+
+// The type of `kcsi_host_csidriver_delete`.
+typedef kcsi_result (*kcsi_host_csidriver_delete_fn)(kcsi_host *h,
+                                                     const char *name,
+                                                     kcsi_error **err_out);
+
+// The type of `kcsi_host_csidrivers_synced`.
+typedef kcsi_result (*kcsi_host_csidrivers_synced_fn)(kcsi_host *h, kcsi_error **err_out);
+
 // The type of `kcsi_can_device_mount`.
 typedef kcsi_result (*kcsi_can_device_mount_fn)(kcsi_host *h,
                                                 const char *spec_json,

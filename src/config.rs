@@ -50,6 +50,8 @@ struct RawConfig {
     #[serde(default)]
     csi_drivers: Vec<CSIDriver>,
     #[serde(default)]
+    csi_drivers_from_host: bool,
+    #[serde(default)]
     plugin_watcher: bool,
     plugins_registry_dir: Option<String>,
     role: Option<String>,
@@ -77,6 +79,9 @@ pub struct HostConfig {
     pub feature_gates: BTreeMap<String, bool>,
     /// Standalone mode's stand-ins for the API's CSIDriver objects.
     pub csi_drivers: Vec<CSIDriver>,
+    /// The host program keeps kcsi's CSIDriver objects current (`"csiDriversFromHost"`, from
+    /// an informer it already runs) instead of kcsi listing and watching them itself.
+    pub csi_drivers_from_host: bool,
     /// Whether the host runs the kubelet's plugin watcher (`"pluginWatcher"`).
     pub plugin_watcher: bool,
     /// The watched directory when not `<rootDir>/plugins_registry` (`"pluginsRegistryDir"`).
@@ -125,6 +130,12 @@ impl HostConfig {
                  \"kubeconfig\" CSIDriver objects come from the API server",
             ));
         }
+        if raw.csi_drivers_from_host && kubeconfig.is_none() {
+            return Err(Error::invalid(
+                "host config is not valid: \"csiDriversFromHost\" needs a \"kubeconfig\"; a \
+                 standalone host's CSIDriver objects are its \"csiDrivers\"",
+            ));
+        }
         let mut names = std::collections::BTreeSet::new();
         for d in &raw.csi_drivers {
             let name = d.metadata.name.as_deref().unwrap_or("");
@@ -162,6 +173,7 @@ impl HostConfig {
             idle_connection,
             feature_gates: raw.feature_gates,
             csi_drivers: raw.csi_drivers,
+            csi_drivers_from_host: raw.csi_drivers_from_host,
             plugin_watcher: raw.plugin_watcher,
             plugins_registry_dir,
         })

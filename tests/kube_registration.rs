@@ -19,7 +19,10 @@ use kcsi::config::HostConfig;
 use kcsi::error::ErrorKind;
 use kcsi::ffi::error::kcsi_error;
 use kcsi::ffi::host::kcsi_host;
-use kcsi::ffi::queries::{kcsi_can_attach, kcsi_host_csidriver_generation, kcsi_requires_remount};
+use kcsi::ffi::queries::{
+    kcsi_can_attach, kcsi_host_csidriver_apply, kcsi_host_csidriver_delete,
+    kcsi_host_csidriver_generation, kcsi_host_csidrivers_synced, kcsi_requires_remount,
+};
 use kcsi::kube::node_info::ANNOTATION_NODE_ID;
 use kcsi::node::registration;
 use kcsi::node::NodeAgent;
@@ -412,6 +415,103 @@ fn queries_follow_csidriver_objects_created_changed_and_deleted() {
     run(api.delete(&name, &DeleteParams::default())).unwrap();
     wait_for("defaults again", Duration::from_secs(10), can_attach);
     assert!(!requires_remount());
+}
+
+/// `"csiDriversFromHost"`: the facts follow what the program's own informer feeds, and kcsi's
+/// client sends no CSIDriver request (the object below exists in the API server and says
+/// the opposite of what is fed, so a list or watch of kcsi's own would show).
+#[test]
+fn a_host_fed_its_csidrivers_follows_the_feed_and_never_lists_or_watches_them() {
+    let c = admin();
+    let node = unique("fed");
+    create_node(&c, &node, &[], &[], &[]);
+    let name = format!("{node}.csi.example.com");
+    let api: Api<CSIDriver> = Api::all(c.client.clone());
+    let listed: CSIDriver = serde_json::from_value(json!({
+        "metadata": {"name": name}, "spec": {"attachRequired": false}
+    }))
+    .unwrap();
+    run(api.create(&PostParams::default(), &listed)).unwrap();
+    let root = short_tempdir("kcsi-root");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&ApiServer::shared().host_config(root.path(), &node)).unwrap();
+    config["csiDriversFromHost"] = json!(true);
+    let host = CHost::owning(root, &config);
+    let spec = CString::new(
+        json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": name, "volumeHandle": "h-1"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let feed = |object: serde_json::Value| {
+        let text = CString::new(object.to_string()).unwrap();
+        call(|e| kcsi_host_csidriver_apply(host.ptr, text.as_ptr(), e))
+    };
+    let mut counter: *const u64 = std::ptr::null();
+    call(|e| kcsi_host_csidriver_generation(host.ptr, &mut counter, e)).unwrap();
+    let generation = || unsafe { AtomicU64::from_ptr(counter.cast_mut()) }.load(Ordering::Acquire);
+    assert_eq!(host.status()["csiDriversSynced"], json!(false));
+
+    call(|e| kcsi_host_csidrivers_synced(host.ptr, e)).unwrap();
+    assert_eq!(host.status()["csiDriversSynced"], json!(true));
+    assert!(
+        query(&host, kcsi_can_attach, &spec),
+        "nothing fed: attach required"
+    );
+    feed(json!({"metadata": {"name": name}, "spec": {"attachRequired": false, "requiresRepublish": true}})).unwrap();
+    assert!(!query(&host, kcsi_can_attach, &spec));
+    assert!(query(&host, kcsi_requires_remount, &spec));
+    let before = generation();
+    let n = CString::new(name.as_str()).unwrap();
+    call(|e| kcsi_host_csidriver_delete(host.ptr, n.as_ptr(), e)).unwrap();
+    assert!(generation() > before, "a delete moves the generation");
+    assert!(
+        query(&host, kcsi_can_attach, &spec),
+        "deleted: defaults again"
+    );
+    let err = call(|e| kcsi_host_csidriver_delete(host.ptr, n.as_ptr(), e)).unwrap_err();
+    assert_eq!(err.result, kcsi::ffi::KCSI_ERR_NOT_FOUND, "{}", err.message);
+
+    let err = feed(json!({"spec": {}})).unwrap_err();
+    assert_eq!(err.result, kcsi::ffi::KCSI_ERR_INVALID_ARGUMENT);
+    assert!(err.message.contains("no metadata.name"), "{}", err.message);
+    let bad = CString::new("{not json").unwrap();
+    let err = call(|e| kcsi_host_csidriver_apply(host.ptr, bad.as_ptr(), e)).unwrap_err();
+    assert_eq!(err.result, kcsi::ffi::KCSI_ERR_INVALID_ARGUMENT);
+    let err = call(|e| kcsi_host_csidriver_apply(host.ptr, std::ptr::null(), e)).unwrap_err();
+    assert_eq!(err.result, kcsi::ffi::KCSI_ERR_INVALID_ARGUMENT);
+
+    // Long enough for kcsi's own list to have gone out, had it one.
+    std::thread::sleep(Duration::from_secs(1));
+    let text = host.metrics_text();
+    assert!(!text.contains(r#"resource="csidrivers""#), "{text}");
+    run(api.delete(&name, &DeleteParams::default())).unwrap();
+}
+
+#[test]
+fn only_a_host_made_to_be_fed_takes_csidrivers_from_its_program() {
+    let c = admin();
+    let (host, name, _) = host_with_pv_of_new_driver(&c, "unfed");
+    let object = CString::new(json!({"metadata": {"name": name}}).to_string()).unwrap();
+    let err = call(|e| kcsi_host_csidriver_apply(host.ptr, object.as_ptr(), e)).unwrap_err();
+    assert_eq!(err.result, kcsi::ffi::KCSI_ERR_FAILED_PRECONDITION);
+    assert!(
+        err.message
+            .contains("lists and watches the CSIDriver objects itself"),
+        "{}",
+        err.message
+    );
+    let err = call(|e| kcsi_host_csidrivers_synced(host.ptr, e)).unwrap_err();
+    assert_eq!(err.result, kcsi::ffi::KCSI_ERR_FAILED_PRECONDITION);
+    let standalone = HostConfig::from_json(
+        &json!({"nodeName": "n", "rootDir": "/tmp/kcsi-x", "csiDriversFromHost": true}).to_string(),
+    )
+    .unwrap_err();
+    assert!(
+        standalone
+            .message()
+            .contains("\"csiDriversFromHost\" needs a \"kubeconfig\""),
+        "{standalone}"
+    );
 }
 
 /// The promise a caller's cache rests on: while the generation has not moved, the answers

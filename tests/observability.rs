@@ -17,7 +17,6 @@ use common::capi::{check, cstr, pv_spec, take_string, CErr, Host as CHost};
 use common::{unmount_below, DriverProcess};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::CSIDriver;
-use kcsi::ffi::host_metrics::kcsi_host_metrics;
 use kcsi::ffi::log::kcsi_set_log_callback;
 use kcsi::ffi::mounter::*;
 use kube::api::{Api, PostParams};
@@ -55,13 +54,6 @@ where
 {
     let obj: K = serde_json::from_value(obj).unwrap();
     run(api.create(&PostParams::default(), &obj)).expect("create object")
-}
-
-fn metrics(host: &CHost) -> String {
-    let mut text = ptr::null_mut();
-    let mut err = ptr::null_mut();
-    check(kcsi_host_metrics(host.ptr, &mut text, &mut err), err).unwrap();
-    take_string(text)
 }
 
 /// One sample line of the text format: name, labels, value.
@@ -227,7 +219,7 @@ fn real_lifecycle_is_measured_once_per_rpc_and_traced_without_secrets() {
     assert!(failure.contains("code = NotFound"), "{failure}");
 
     // One observation per RPC the driver saw, with upstream's names and labels.
-    let text = metrics(&host);
+    let text = host.metrics_text();
     assert!(
         text.contains("# TYPE csi_operations_seconds histogram"),
         "{text}"
@@ -405,7 +397,7 @@ fn transport_failures_name_their_cause_and_count_as_unavailable() {
         e.message
     );
 
-    let samples = parse_samples(&metrics(&host));
+    let samples = parse_samples(&host.metrics_text());
     for driver in ["missing.example.com", "stale.example.com"] {
         let counts = csi_counts(&samples, driver);
         assert_eq!(

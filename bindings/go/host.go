@@ -39,6 +39,10 @@ type Config struct {
 	// CSIDrivers stand in for the API's CSIDriver objects in standalone mode: each a
 	// *storagev1.CSIDriver or its JSON (json.RawMessage or []byte).
 	CSIDrivers []any
+	// CSIDriversFromHost makes the program keep the host's CSIDriver objects current
+	// (ApplyCSIDriver, DeleteCSIDriver, CSIDriversSynced, from an informer it already runs)
+	// instead of kcsi listing and watching them itself. Needs Kubeconfig.
+	CSIDriversFromHost bool
 	// PluginWatcher makes the host watch PluginsRegistryDir for node-driver-registrar sockets
 	// and register their drivers, as the kubelet's plugin manager does.
 	PluginWatcher bool
@@ -59,6 +63,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		IdleSeconds    float64         `json:"idleConnectionSeconds,omitempty"`
 		FeatureGates   map[string]bool `json:"featureGates,omitempty"`
 		CSIDrivers     []any           `json:"csiDrivers,omitempty"`
+		FromHost       bool            `json:"csiDriversFromHost,omitempty"`
 		PluginWatcher  bool            `json:"pluginWatcher,omitempty"`
 		RegistryDir    string          `json:"pluginsRegistryDir,omitempty"`
 	}
@@ -67,7 +72,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		drivers[i] = rawBytes(d)
 	}
 	return json.Marshal(wire{c.Role, c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.IdleConnection.Seconds(), c.FeatureGates, drivers,
-		c.PluginWatcher, c.PluginsRegistryDir})
+		c.CSIDriversFromHost, c.PluginWatcher, c.PluginsRegistryDir})
 }
 
 // Host is one node agent's instance of kcsi, with its own driver registry: two hosts in one

@@ -71,6 +71,18 @@ kcsi_result gk_host_csidriver_generation(kcsi_host *h, const uint64_t **out, gk_
 	GK_SHIM(kcsi_host_csidriver_generation(h, out, &err));
 }
 
+kcsi_result gk_host_csidriver_apply(kcsi_host *h, const char *csidriver_json, gk_err *e) {
+	GK_SHIM(kcsi_host_csidriver_apply(h, csidriver_json, &err));
+}
+
+kcsi_result gk_host_csidriver_delete(kcsi_host *h, const char *name, gk_err *e) {
+	GK_SHIM(kcsi_host_csidriver_delete(h, name, &err));
+}
+
+kcsi_result gk_host_csidrivers_synced(kcsi_host *h, gk_err *e) {
+	GK_SHIM(kcsi_host_csidrivers_synced(h, &err));
+}
+
 kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e) {
 	GK_SHIM(kcsi_verify_exhausted_resource(h, spec_json, out, &err));
 }

@@ -38,6 +38,9 @@ kcsi_result gk_can_support(kcsi_host *h, const char *spec_json, bool *out, gk_er
 kcsi_result gk_can_attach(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_driver_attach_required(kcsi_host *h, const char *driver_name, bool *out, gk_err *e);
 kcsi_result gk_host_csidriver_generation(kcsi_host *h, const uint64_t **out, gk_err *e);
+kcsi_result gk_host_csidriver_apply(kcsi_host *h, const char *csidriver_json, gk_err *e);
+kcsi_result gk_host_csidriver_delete(kcsi_host *h, const char *name, gk_err *e);
+kcsi_result gk_host_csidrivers_synced(kcsi_host *h, gk_err *e);
 kcsi_result gk_can_device_mount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_requires_remount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);

@@ -133,6 +133,24 @@ pub type kcsi_host_csidriver_generation_fn = unsafe extern "C" fn(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result;
 
+/// The type of `kcsi_host_csidriver_apply`.
+pub type kcsi_host_csidriver_apply_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    csidriver_json: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
+/// The type of `kcsi_host_csidriver_delete`.
+pub type kcsi_host_csidriver_delete_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    name: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
+/// The type of `kcsi_host_csidrivers_synced`.
+pub type kcsi_host_csidrivers_synced_fn =
+    unsafe extern "C" fn(h: *mut kcsi_host, err_out: *mut *mut kcsi_error) -> kcsi_result;
+
 /// The type of `kcsi_can_device_mount`.
 pub type kcsi_can_device_mount_fn = unsafe extern "C" fn(
     h: *mut kcsi_host,
@@ -422,6 +440,9 @@ fn types_match_exports() {
     let _: kcsi_can_attach_fn = kcsi_can_attach;
     let _: kcsi_driver_attach_required_fn = kcsi_driver_attach_required;
     let _: kcsi_host_csidriver_generation_fn = kcsi_host_csidriver_generation;
+    let _: kcsi_host_csidriver_apply_fn = kcsi_host_csidriver_apply;
+    let _: kcsi_host_csidriver_delete_fn = kcsi_host_csidriver_delete;
+    let _: kcsi_host_csidrivers_synced_fn = kcsi_host_csidrivers_synced;
     let _: kcsi_can_device_mount_fn = kcsi_can_device_mount;
     let _: kcsi_requires_remount_fn = kcsi_requires_remount;
     let _: kcsi_supports_selinux_context_mount_fn = kcsi_supports_selinux_context_mount;

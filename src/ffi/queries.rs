@@ -103,7 +103,8 @@ pub extern "C" fn kcsi_driver_attach_required(
 
 /// A counter kcsi increments after every change to the CSIDriver objects its driver facts
 /// (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come
-/// from: the API server's, watched, or the host config's, which never change. `*out` points
+/// from: the API server's, watched or fed by the program (`kcsi_host_csidriver_apply`), or
+/// the host config's, which never change. `*out` points
 /// to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached
 /// together with the value read before asking stays current while the value is unchanged, so
 /// a caller that asks the same query of every volume in a loop may answer from its cache.
@@ -119,6 +120,48 @@ pub extern "C" fn kcsi_host_csidriver_generation(
         write_value(out, host.csidriver_generation().as_ptr().cast_const());
         Ok(())
     })
+}
+
+/// On a host made with `"csiDriversFromHost": true`: a CSIDriver object (JSON, as the API
+/// server serves it) that the program's own informer added or updated. kcsi then sends no
+/// CSIDriver list or watch of its own; its driver facts and `kcsi_host_csidriver_generation`
+/// follow what the program feeds. `KCSI_ERR_FAILED_PRECONDITION` on other hosts.
+#[no_mangle]
+pub extern "C" fn kcsi_host_csidriver_apply(
+    h: *mut kcsi_host,
+    csidriver_json: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
+        host.apply_csidriver(json_arg(csidriver_json, "csidriver_json")?)
+    })
+}
+
+/// On a `"csiDriversFromHost"` host: the CSIDriver `name` was deleted. `KCSI_ERR_NOT_FOUND`
+/// when kcsi had no such object (nothing changes).
+#[no_mangle]
+pub extern "C" fn kcsi_host_csidriver_delete(
+    h: *mut kcsi_host,
+    name: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
+        host.delete_csidriver(str_arg(name, "name")?)
+    })
+}
+
+/// On a `"csiDriversFromHost"` host: the program's informer has synced, every CSIDriver it
+/// listed has been applied. Until then a driver-facts lookup on a caller's thread waits up to
+/// 5 s for it and then fails with a transient `KCSI_ERR_UNAVAILABLE`, as before kcsi's own
+/// first list.
+#[no_mangle]
+pub extern "C" fn kcsi_host_csidrivers_synced(
+    h: *mut kcsi_host,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || handle_arg(h)?.csidrivers_synced())
 }
 
 /// Whether the volume is device-mounted (staged): true for PersistentVolumes, false for

@@ -1,13 +1,14 @@
 //! A watched kind of cluster-scoped object (upstream's shared informer and lister): a kube-rs
-//! reflector store, kept current by a watch that reconnects with backoff, a "synced" flag set
-//! by the first full list, and a change signal for code that waits on the objects.
+//! reflector store, kept current by a watch that reconnects with backoff (or fed by the host
+//! program from an informer of its own, see [`Feed`]), a "synced" flag set by the first full
+//! list, and a change signal for code that waits on the objects.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use ::kube::runtime::reflector::{self, ObjectRef, Store};
+use ::kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use ::kube::runtime::{watcher, WatchStreamExt};
 use ::kube::{Api, Resource};
 use futures::StreamExt;
@@ -64,7 +65,53 @@ pub enum Waited<T> {
     TimedOut,
 }
 
+/// What a change to the store signals: the generation and the change channel, moved after
+/// the store took it.
+struct Signal {
+    generation: Arc<AtomicU64>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Signal {
+    fn bump(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+impl Synced {
+    /// Sets the flag (once); true when this call set it.
+    fn set(&self) -> bool {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        let first = !*done;
+        *done = true;
+        self.changed.notify_all();
+        first
+    }
+}
+
 impl<K: Watched> Informer<K> {
+    /// An empty, unsynced informer with its writer and change signal.
+    fn parts() -> (Informer<K>, Writer<K>, Signal) {
+        let (store, writer) = reflector::store();
+        let (changed, changes) = tokio::sync::watch::channel(0u64);
+        let generation = Arc::new(AtomicU64::new(0));
+        let informer = Informer {
+            store,
+            synced: Arc::new(Synced::default()),
+            changes,
+            generation: generation.clone(),
+        };
+        (
+            informer,
+            writer,
+            Signal {
+                generation,
+                changed,
+            },
+        )
+    }
+
     /// Starts the watch on `runtime`; the returned task runs until aborted (reconnecting with
     /// backoff while the API server is unreachable).
     pub fn start(
@@ -72,17 +119,9 @@ impl<K: Watched> Informer<K> {
         runtime: &tokio::runtime::Handle,
     ) -> (Informer<K>, JoinHandle<()>) {
         let kind = K::kind(&()).to_string();
-        let (store, writer) = reflector::store();
-        let synced = Arc::new(Synced::default());
-        let flag = synced.clone();
-        let (changed, changes) = tokio::sync::watch::channel(0u64);
-        let generation = Arc::new(AtomicU64::new(0));
-        let count = generation.clone();
-        // After the store took the change (the reflector applies an event before yielding it).
-        let bump = move || {
-            count.fetch_add(1, Ordering::Release);
-            changed.send_modify(|n| *n = n.wrapping_add(1));
-        };
+        let (informer, writer, signal) = Self::parts();
+        let flag = informer.synced.clone();
+        // The reflector applies an event to the store before yielding it.
         let stream = reflector::reflector(
             writer,
             watcher(Api::<K>::all(client), watcher::Config::default()),
@@ -93,16 +132,12 @@ impl<K: Watched> Informer<K> {
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(watcher::Event::InitDone) => {
-                        let mut done = flag.done.lock().unwrap_or_else(|p| p.into_inner());
-                        if !*done {
-                            *done = true;
-                            flag.changed.notify_all();
+                        if flag.set() {
                             tracing::debug!("{}", csi_log!("{kind} informer synced"));
                         }
-                        drop(done);
-                        bump();
+                        signal.bump();
                     }
-                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => bump(),
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => signal.bump(),
                     Ok(_) => {}
                     Err(e) => {
                         tracing::debug!("{}", csi_log!("{kind} watch failed, retrying: {e}"))
@@ -110,15 +145,20 @@ impl<K: Watched> Informer<K> {
                 }
             }
         });
-        (
-            Informer {
-                store,
-                synced,
-                changes,
-                generation,
-            },
-            task,
-        )
+        (informer, task)
+    }
+
+    /// An informer the host program keeps current through the returned [`Feed`] (from the
+    /// events of an informer of its own), so kcsi sends no list or watch of its own.
+    pub fn fed() -> (Informer<K>, Feed<K>) {
+        let (informer, writer, signal) = Self::parts();
+        let feed = Feed {
+            writer: Arc::new(Mutex::new(writer)),
+            store: informer.store.clone(),
+            synced: informer.synced.clone(),
+            signal: Arc::new(signal),
+        };
+        (informer, feed)
     }
 
     /// Wakes up after the objects changed (then read them with [`Self::get`]).
@@ -198,5 +238,105 @@ impl<K: Watched> Informer<K> {
                 Ok(Err(_)) | Err(_) => return Waited::TimedOut,
             }
         }
+    }
+}
+
+/// The host program's side of a [`Informer::fed`] informer: what its own informer's event
+/// handlers saw (added or updated, deleted, synced).
+pub struct Feed<K: Watched> {
+    writer: Arc<Mutex<Writer<K>>>,
+    store: Store<K>,
+    synced: Arc<Synced>,
+    signal: Arc<Signal>,
+}
+
+impl<K: Watched> Clone for Feed<K> {
+    fn clone(&self) -> Self {
+        Feed {
+            writer: self.writer.clone(),
+            store: self.store.clone(),
+            synced: self.synced.clone(),
+            signal: self.signal.clone(),
+        }
+    }
+}
+
+impl<K: Watched> Feed<K> {
+    /// An object added or updated.
+    pub fn apply(&self, object: K) {
+        self.writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .apply_watcher_event(&watcher::Event::Apply(object));
+        self.signal.bump();
+    }
+
+    /// The object `name` deleted; false when the store did not have it (nothing changes).
+    pub fn delete(&self, name: &str) -> bool {
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(object) = self.store.get(&ObjectRef::new(name)) else {
+            return false;
+        };
+        writer.apply_watcher_event(&watcher::Event::Delete((*object).clone()));
+        drop(writer);
+        self.signal.bump();
+        true
+    }
+
+    /// Every object there was has been applied (the informer's `HasSynced`): lookups stop
+    /// waiting for the first list.
+    pub fn synced(&self) {
+        if self.synced.set() {
+            tracing::debug!(
+                "{}",
+                csi_log!("{} informer synced (fed by the host)", K::kind(&()))
+            );
+        }
+        self.signal.bump();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec};
+
+    use super::*;
+
+    fn driver(name: &str, attach_required: bool) -> CSIDriver {
+        let mut d = CSIDriver {
+            spec: CSIDriverSpec {
+                attach_required: Some(attach_required),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        d.metadata.name = Some(name.to_string());
+        d
+    }
+
+    #[test]
+    fn a_fed_informer_serves_what_it_was_fed_and_moves_its_generation_each_time() {
+        let (informer, feed) = Informer::<CSIDriver>::fed();
+        assert!(!informer.is_synced());
+        let changes = informer.changes();
+        feed.apply(driver("d", false));
+        assert!(changes.has_changed().unwrap());
+        feed.synced();
+        assert!(informer.is_synced());
+        let got = informer.get("d").unwrap().unwrap();
+        assert_eq!(got.spec.attach_required, Some(false));
+        let before = informer.generation().load(Ordering::Acquire);
+        feed.apply(driver("d", true));
+        assert_eq!(
+            informer.cached("d").unwrap().spec.attach_required,
+            Some(true)
+        );
+        assert!(feed.delete("d"));
+        assert!(informer.get("d").unwrap().is_none());
+        assert!(
+            !feed.delete("d"),
+            "deleting what is not there changes nothing"
+        );
+        assert_eq!(informer.generation().load(Ordering::Acquire), before + 2);
     }
 }

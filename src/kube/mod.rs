@@ -1,5 +1,5 @@
 //! Kubernetes access for a host with a kubeconfig: the API client, the watched CSIDriver
-//! objects, direct reads (VolumeAttachment, Secret, TokenRequest), the token cache, the node
+//! objects (or those the host program feeds, `"csiDriversFromHost"`), direct reads (VolumeAttachment, Secret, TokenRequest), the token cache, the node
 //! info manager and the CSINode start-up task; on a controller host the watched
 //! VolumeAttachments instead of the CSINode start-up. Standalone hosts have none of this.
 
@@ -23,7 +23,7 @@ use crate::config::HostConfig;
 use crate::error::Result;
 use crate::telemetry::Telemetry;
 use client::ApiClient;
-use csidriver_informer::CsiDriverInformer;
+use csidriver_informer::{CsiDriverFeed, CsiDriverInformer};
 use csinode_init::Startup;
 use node_info::NodeInfoManager;
 use token_manager::TokenManager;
@@ -32,6 +32,8 @@ use volumeattachment_informer::VolumeAttachmentInformer;
 pub struct Kube {
     pub api: ApiClient,
     pub csidrivers: CsiDriverInformer,
+    /// With `"csiDriversFromHost"`: how the host program keeps `csidrivers` current.
+    pub csidriver_feed: Option<CsiDriverFeed>,
     pub node_info: Arc<NodeInfoManager>,
     pub startup: Arc<Startup>,
     /// Service-account tokens for `tokenRequests`, reused as the kubelet's token manager does.
@@ -49,7 +51,15 @@ impl Kube {
         let runtime = crate::runtime::handle()?;
         let _enter = runtime.enter();
         let api = ApiClient::recording(kubeconfig, telemetry.clone())?;
-        let (csidrivers, watch) = CsiDriverInformer::start(api.client.clone(), &runtime);
+        let mut tasks = Vec::new();
+        let (csidrivers, csidriver_feed) = if config.csi_drivers_from_host {
+            let (informer, feed) = CsiDriverInformer::fed();
+            (informer, Some(feed))
+        } else {
+            let (informer, watch) = CsiDriverInformer::start(api.client.clone(), &runtime);
+            tasks.push(watch);
+            (informer, None)
+        };
         let node_info = Arc::new(NodeInfoManager::new(
             api.clone(),
             &config.node_name,
@@ -57,7 +67,6 @@ impl Kube {
             config.timeout,
         ));
         let startup = Arc::new(Startup::default());
-        let mut tasks = vec![watch];
         // The attach/detach controller has no node of its own: no CSINode to initialise.
         let volume_attachments = if config.is_controller() {
             let (informer, watch) = VolumeAttachmentInformer::start(api.client.clone(), &runtime);
@@ -70,6 +79,7 @@ impl Kube {
         Ok(Kube {
             api,
             csidrivers,
+            csidriver_feed,
             node_info,
             startup,
             tokens: TokenManager::default(),

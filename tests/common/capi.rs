@@ -11,6 +11,7 @@ use kcsi::ffi::block::*;
 use kcsi::ffi::error::*;
 use kcsi::ffi::expand::kcsi_node_expand;
 use kcsi::ffi::host::*;
+use kcsi::ffi::host_metrics::kcsi_host_metrics;
 use kcsi::ffi::mounter::*;
 use kcsi::ffi::reconstruct::{kcsi_construct_block_volume_spec, kcsi_construct_volume_spec};
 use kcsi::ffi::registration::{kcsi_deregister_plugin, kcsi_register_plugin};
@@ -143,6 +144,13 @@ impl Host {
         let mut out = ptr::null_mut();
         call(|e| kcsi_host_status(self.ptr, &mut out, e)).expect("kcsi_host_status");
         take_json(out)
+    }
+
+    /// `kcsi_host_metrics`' Prometheus text.
+    pub fn metrics_text(&self) -> String {
+        let mut out = ptr::null_mut();
+        call(|e| kcsi_host_metrics(self.ptr, &mut out, e)).expect("kcsi_host_metrics");
+        take_string(out)
     }
 
     pub fn register(&self, name: &str, endpoint: &str) {

@@ -104,8 +104,9 @@ func runKubelet(args []string) error {
 	case "upstream":
 		plugins = append(plugins, csi.ProbeVolumePlugins()...)
 	case "kcsi":
-		// The two lines a kubelet changes.
-		p := volumeplugin.New(volumeplugin.Config{Kubeconfig: *kubeconfig})
+		// The two lines a kubelet changes. kcsi reads the kubelet's own CSIDriver informer,
+		// as upstream's plugin does.
+		p := volumeplugin.New(volumeplugin.Config{Kubeconfig: *kubeconfig, CSIDriversFromVolumeHost: true})
 		plugins = append(plugins, p)
 		handlers["CSIPlugin"] = p.RegistrationHandler()
 		defer p.Close()

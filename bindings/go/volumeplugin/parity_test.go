@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/pkg/volume"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 	volumetypes "k8s.io/kubernetes/pkg/volume/util/types"
 	"kcsi.dev/kcsi"
@@ -36,6 +37,28 @@ func TestInitRefusesAnEmptyKubeconfigWhenTheKubeletHasAnAPIClient(t *testing.T) 
 	}
 	if p.Host() != nil {
 		t.Error("a refused Init made a host")
+	}
+}
+
+func TestInitRefusesCSIDriversFromAVolumeHostWithoutAnInformer(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg  Config
+		host volume.VolumeHost
+		want string
+	}{
+		"standalone": {Config{CSIDriversFromVolumeHost: true},
+			volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, nil, nodeName, nil, nil), "needs Config.Kubeconfig"},
+		"no API client": {Config{Kubeconfig: "/nonexistent/kubeconfig", CSIDriversFromVolumeHost: true},
+			volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, nil, nodeName, nil, nil), "a kubelet VolumeHost with an API client"},
+		"not a kubelet's host": {Config{Kubeconfig: "/nonexistent/kubeconfig", CSIDriversFromVolumeHost: true},
+			volumetest.NewFakeVolumeHost(t, t.TempDir(), fake.NewSimpleClientset(), nil), "a kubelet VolumeHost with an API client"},
+	} {
+		p := New(tc.cfg)
+		err := p.Init(tc.host)
+		p.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Init: %v, want %q", name, err, tc.want)
+		}
 	}
 }
 

@@ -38,6 +38,12 @@ type Config struct {
 	FeatureGates map[string]bool
 	// CSIDrivers stand in for CSIDriver objects in standalone mode (see kcsi.Config).
 	CSIDrivers []any
+	// CSIDriversFromVolumeHost makes kcsi read the CSIDriver objects from the VolumeHost's
+	// informer (the kubelet's own, which its volume manager starts), as upstream's plugin
+	// reads that informer's lister, instead of listing and watching them with its own client:
+	// one watch and one API server connection fewer per node. Needs Kubeconfig and a kubelet
+	// VolumeHost with an API client.
+	CSIDriversFromVolumeHost bool
 }
 
 // Plugin is kcsi as the kubernetes.io/csi volume plugin. Create it with New, hand it to the
@@ -110,6 +116,11 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 		FeatureGates: gates,
 		CSIDrivers:   p.cfg.CSIDrivers,
 	}
+	drivers, err := volumeHostCSIDrivers(p.cfg, host)
+	if err != nil {
+		return err
+	}
+	cfg.CSIDriversFromHost = drivers != nil
 	// The attach/detach controller's host has no node and no pods dir (upstream's
 	// csiPlugin.Init tells the two apart by the host's type the same way).
 	_, adc := host.(volume.AttachDetachVolumeHost)
@@ -127,6 +138,11 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 	p.controller = controller
 	p.kcsi.Store(h)
 	addLegacyHost(h)
+	if drivers != nil {
+		if err := p.feedCSIDrivers(h, drivers); err != nil {
+			return err
+		}
+	}
 	if kvh, ok := host.(volume.KubeletVolumeHost); ok && p.cfg.Kubeconfig != "" {
 		kvh.SetKubeletError(errors.New("CSINode is not yet initialized"))
 		go p.reportCSINode(h, kvh)

@@ -2,6 +2,7 @@ package volumeplugin
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,15 +17,45 @@ import (
 // CSIDriver generation stands still: it must still follow the CSIDriver object as the API
 // server changes it, as upstream's lister-backed answer does.
 func TestCanAttachFollowsItsCSIDriverCreatedAndDeletedThroughTheCache(t *testing.T) {
+	canAttachFollowsItsCSIDriver(t, false)
+}
+
+// With Config.CSIDriversFromVolumeHost kcsi reads the kubelet's own CSIDriver informer, as
+// upstream's plugin reads its lister, and its client sends no CSIDriver request.
+func TestCanAttachFollowsTheVolumeHostsCSIDriverInformerWithoutAWatchOfItsOwn(t *testing.T) {
+	p := canAttachFollowsItsCSIDriver(t, true)
+	text, err := p.kcsi.Load().Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, `resource="csidrivers"`) {
+		t.Fatalf("kcsi's own client asked for CSIDrivers:\n%s", text)
+	}
+}
+
+func canAttachFollowsItsCSIDriver(t *testing.T, fromVolumeHost bool) *Plugin {
 	c := startCluster(t)
 	ctx := context.Background()
 	// The fake volume host waits for kcsi's CSINode start-up, which needs the Node.
 	if _, err := c.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p := New(Config{Kubeconfig: c.kubeconfig})
+	p := New(Config{Kubeconfig: c.kubeconfig, CSIDriversFromVolumeHost: fromVolumeHost})
 	t.Cleanup(p.Close)
-	volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, []volume.VolumePlugin{p}, nodeName, nil, nil)
+	if !fromVolumeHost {
+		volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, []volume.VolumePlugin{p}, nodeName, nil, nil)
+	} else {
+		// The fake host makes its informer factory only after it initialised its plugins,
+		// where the kubelet's has it before: Init the plugin on it afterwards.
+		host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, nil, nodeName, nil, nil)
+		if err := p.Init(host); err != nil {
+			t.Fatal(err)
+		}
+		// What the kubelet's volume manager does (VolumePluginMgr.Run).
+		stop := make(chan struct{})
+		t.Cleanup(func() { close(stop) })
+		host.GetInformerFactory().Start(stop)
+	}
 	const driver = "cache.csi.example.com"
 	spec := pvSpec("pv-cache", "h-cache", false)
 	spec.PersistentVolume.Spec.CSI.Driver = driver
@@ -59,4 +90,5 @@ func TestCanAttachFollowsItsCSIDriverCreatedAndDeletedThroughTheCache(t *testing
 		t.Fatal(err)
 	}
 	waitCanAttach(true, "CSIDriver deleted")
+	return p
 }

@@ -124,8 +124,21 @@ class _HostMethods:
         return self._invoke('kcsi_driver_attach_required', (driver_name,))
 
     def csidriver_generation(self) -> Any:
-        "kcsi_host_csidriver_generation: A counter kcsi increments after every change to the CSIDriver objects its driver facts (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come from: the API server's, watched, or the host config's, which never change. `*out` points to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached together with the value read before asking stays current while the value is unchanged, so a caller that asks the same query of every volume in a loop may answer from its cache."
+        "kcsi_host_csidriver_generation: A counter kcsi increments after every change to the CSIDriver objects its driver facts (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come from: the API server's, watched or fed by the program (`kcsi_host_csidriver_apply`), or the host config's, which never change. `*out` points to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached together with the value read before asking stays current while the value is unchanged, so a caller that asks the same query of every volume in a loop may answer from its cache."
         return self._invoke('kcsi_host_csidriver_generation', ())
+
+    @old_names(csidriver_json='csidriver')
+    def csidriver_apply(self, csidriver: Json) -> None:
+        'kcsi_host_csidriver_apply: On a host made with `"csiDriversFromHost": true`: a CSIDriver object (JSON, as the API server serves it) that the program\'s own informer added or updated. kcsi then sends no CSIDriver list or watch of its own; its driver facts and `kcsi_host_csidriver_generation` follow what the program feeds. `KCSI_ERR_FAILED_PRECONDITION` on other hosts.'
+        return self._invoke('kcsi_host_csidriver_apply', (csidriver,))
+
+    def csidriver_delete(self, name: Text) -> None:
+        'kcsi_host_csidriver_delete: On a `"csiDriversFromHost"` host: the CSIDriver `name` was deleted. `KCSI_ERR_NOT_FOUND` when kcsi had no such object (nothing changes).'
+        return self._invoke('kcsi_host_csidriver_delete', (name,))
+
+    def csidrivers_synced(self) -> None:
+        'kcsi_host_csidrivers_synced: On a `"csiDriversFromHost"` host: the program\'s informer has synced, every CSIDriver it listed has been applied. Until then a driver-facts lookup on a caller\'s thread waits up to 5 s for it and then fails with a transient `KCSI_ERR_UNAVAILABLE`, as before kcsi\'s own first list.'
+        return self._invoke('kcsi_host_csidrivers_synced', ())
 
     @old_names(spec_json='spec')
     def can_device_mount(self, spec: Json) -> bool:
