@@ -59,6 +59,20 @@ static kcsi_host *new_host(const char *root, const char *node) {
     return h;
 }
 
+/* Writes <root>/<name>, a kubeconfig of an API server nobody listens on (a host makes its
+ * client without sending a request), into path; false when it cannot be written. */
+static bool write_kubeconfig(const char *root, const char *name, char *path, size_t n) {
+    snprintf(path, n, "%s/%s", root, name);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f == NULL) return false;
+    fputs("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+          "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+          "current-context: x\n", f);
+    fclose(f);
+    return true;
+}
+
 static void test_version_and_result_names(void) {
     const char *v = kcsi_version();
     CHECK(v != NULL && strchr(v, '.') != NULL);
@@ -191,14 +205,7 @@ static void test_controller_calls(const char *root) {
     kcsi_host_free(node);
 
     char kubeconfig[512];
-    snprintf(kubeconfig, sizeof kubeconfig, "%s/ctl-kubeconfig", root);
-    FILE *f = fopen(kubeconfig, "w");
-    CHECK(f != NULL);
-    if (f == NULL) return;
-    fputs("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-          "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
-          "current-context: x\n", f);
-    fclose(f);
+    if (!write_kubeconfig(root, "ctl-kubeconfig", kubeconfig, sizeof kubeconfig)) return;
     snprintf(config, sizeof config, "{\"role\":\"controller\",\"kubeconfig\":\"%s\"}", kubeconfig);
     kcsi_host *ctl = NULL;
     CHECK(kcsi_host_new(config, &ctl, NULL) == KCSI_OK);
@@ -222,6 +229,41 @@ static void test_controller_calls(const char *root) {
     kcsi_string_free(out);
     kcsi_attacher_free(a);
     kcsi_host_free(ctl);
+    remove(kubeconfig);
+}
+
+/* "csiDriversFromHost": the program's informer feeds the CSIDriver objects. */
+static void test_fed_csidrivers(const char *root) {
+    kcsi_host *unfed = new_host(root, "node-unfed");
+    EXPECT("apply on a host that was not made to be fed", KCSI_ERR_FAILED_PRECONDITION,
+           "csiDriversFromHost",
+           kcsi_host_csidriver_apply(unfed, "{\"metadata\":{\"name\":\"d.example.com\"}}", &err));
+    kcsi_host_free(unfed);
+
+    char kubeconfig[512];
+    if (!write_kubeconfig(root, "fed-kubeconfig", kubeconfig, sizeof kubeconfig)) return;
+    snprintf(config, sizeof config,
+             "{\"nodeName\":\"node-fed\",\"rootDir\":\"%s/fed\",\"kubeconfig\":\"%s\",\"csiDriversFromHost\":true}",
+             root, kubeconfig);
+    kcsi_host *h = NULL;
+    CHECK(kcsi_host_new(config, &h, NULL) == KCSI_OK);
+    if (h == NULL) return;
+    bool required = false;
+    CHECK(kcsi_host_csidrivers_synced(h, NULL) == KCSI_OK);
+    CHECK(kcsi_driver_attach_required(h, "d.example.com", &required, NULL) == KCSI_OK && required);
+    CHECK(kcsi_host_csidriver_apply(
+              h, "{\"metadata\":{\"name\":\"d.example.com\"},\"spec\":{\"attachRequired\":false}}", NULL) ==
+          KCSI_OK);
+    CHECK(kcsi_driver_attach_required(h, "d.example.com", &required, NULL) == KCSI_OK && !required);
+    EXPECT("apply: NULL", KCSI_ERR_INVALID_ARGUMENT, "csidriver_json", kcsi_host_csidriver_apply(h, NULL, &err));
+    EXPECT("apply: no name", KCSI_ERR_INVALID_ARGUMENT, "no metadata.name",
+           kcsi_host_csidriver_apply(h, "{\"spec\":{}}", &err));
+    CHECK(kcsi_host_csidriver_delete(h, "d.example.com", NULL) == KCSI_OK);
+    CHECK(kcsi_driver_attach_required(h, "d.example.com", &required, NULL) == KCSI_OK && required);
+    EXPECT("delete: gone already", KCSI_ERR_NOT_FOUND, "d.example.com",
+           kcsi_host_csidriver_delete(h, "d.example.com", &err));
+    EXPECT("delete: NULL", KCSI_ERR_INVALID_ARGUMENT, "name", kcsi_host_csidriver_delete(h, NULL, &err));
+    kcsi_host_free(h);
     remove(kubeconfig);
 }
 
@@ -355,6 +397,7 @@ int main(int argc, char **argv) {
     test_host_config(root);
     test_bad_input(root);
     test_controller_calls(root);
+    test_fed_csidrivers(root);
     test_register(root, socket, driver);
     test_log_callback(root);
     test_free_host_during_call(root);

@@ -129,6 +129,23 @@ func attachLimit(ctx context.Context, n *node, o *observation) error {
 		o.check("the pod over the attach limit fails with VolumeAttachmentLimitExceeded",
 			err == nil && reason == "VolumeAttachmentLimitExceeded", fmt.Sprintf("%v, reason %q", err, reason))
 		n.snapshot(ctx, o, "limit reached:", m, z)
-		return nil
+		// limit-b goes before limit-a's teardown frees the node's one attach slot: while its
+		// VolumeAttachment is there, the external-attacher keeps retrying ControllerPublish
+		// on its own backoff, and whether a retry lands after the slot is free is timing.
+		if err := n.deletePod(ctx, pod, podTimeout); err != nil {
+			return err
+		}
+		return waitFor(ctx, 2*time.Minute, "limit-b's VolumeAttachment gone", func() (bool, error) {
+			vas, err := n.attach.attachments(ctx)
+			if err != nil {
+				return false, err
+			}
+			for _, va := range vas {
+				if pv := va.Spec.Source.PersistentVolumeName; pv != nil && *pv == second.pv {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
 	})
 }

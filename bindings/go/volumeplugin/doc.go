@@ -21,10 +21,11 @@
 //
 // Deliberate differences from upstream:
 //   - kcsi talks to the API server with its own client, made from Config.Kubeconfig (empty:
-//     standalone, which Init refuses when the VolumeHost has an API client), and watches
-//     CSIDriver objects itself; it does not use the VolumeHost's client, informer factory or
-//     service-account token getter (kcsi requests tokens itself and caches them per host as
-//     the kubelet's token manager does).
+//     standalone, which Init refuses when the VolumeHost has an API client); it does not use
+//     the VolumeHost's client or service-account token getter (kcsi requests tokens itself
+//     and caches them per host as the kubelet's token manager does). It reads the CSIDriver
+//     objects from the VolumeHost's informer with Config.CSIDriversFromVolumeHost (as
+//     upstream reads its lister), and otherwise lists and watches them itself.
 //   - SetUpAt and TearDownAt accept only the mounter's own path (the kubelet never passes
 //     another); kcsi owns the layout.
 //   - When kcsi applies fsGroup itself (the driver lacks VOLUME_MOUNT_GROUP), it reports no
