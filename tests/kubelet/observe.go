@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -182,9 +183,28 @@ func repeatKind(method, line string) string {
 }
 
 // fileLines lists what the CSI plugin owns under the kubelet root: pods' volume dirs and the
-// plugin's global dirs, with type, mode and vol_data.json contents.
+// plugin's global dirs, with type, mode and vol_data.json contents. A file in one of kcsi's
+// allowedEmptyDirs lives only while a save runs (a requiresRepublish SetUp rewrites
+// vol_data.json on every pod sync), so a walk that met one is taken again; one still there
+// after tempFileGrace was left behind and shows.
 func (z *normalizer) fileLines(root string) []string {
+	deadline := time.Now().Add(tempFileGrace)
+	for {
+		lines, inFlight := z.fileLinesOnce(root)
+		if !inFlight || time.Now().After(deadline) {
+			return lines
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tempFileGrace is far above a save's write, fsync and rename (under a millisecond here).
+const tempFileGrace = 2 * time.Second
+
+// fileLinesOnce is one walk of fileLines, and whether it met a file in an allowedEmptyDir.
+func (z *normalizer) fileLinesOnce(root string) ([]string, bool) {
 	var lines []string
+	inFlight := false
 	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -194,6 +214,7 @@ func (z *normalizer) fileLines(root string) []string {
 			if entries, err := os.ReadDir(path); err == nil && len(entries) == 0 {
 				return filepath.SkipDir
 			}
+			inFlight = true
 		}
 		parts := strings.Split(rel, string(filepath.Separator))
 		keep := false
@@ -233,7 +254,7 @@ func (z *normalizer) fileLines(root string) []string {
 	})
 	// The walk's order is the raw names' (random pod UIDs); compare in the normalized order.
 	sort.Strings(lines)
-	return lines
+	return lines, inFlight
 }
 
 func fileType(mode uint32) string {
