@@ -71,25 +71,27 @@ type driverProcess struct {
 	Endpoint string // unix://<socket>
 	StateDir string // hostpathplugin's --statedir: a filesystem volume is the directory <StateDir>/<id>
 	cmd      *exec.Cmd
-	log      *syncBuffer
+	log      *logFile
 	stopOnce sync.Once
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// logFile is a child's stdout and stderr: a file the child writes itself, with no copying
+// goroutine between, so a line it logged before answering a call is there once the answer is.
+type logFile struct{ path string }
+
+func newLogFile(t testing.TB) (*logFile, *os.File) {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &logFile{path: f.Name()}, f
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (l *logFile) String() string {
+	b, _ := os.ReadFile(l.path)
+	return string(b)
 }
 
 // startHostpathDriver starts the real hostpathplugin serving name, with node id name, and
@@ -152,10 +154,11 @@ func createVolume(t testing.TB, d *driverProcess, name, size string, block bool)
 
 func startDriver(t testing.TB, bin, dir, name string, args []string) *driverProcess {
 	t.Helper()
-	d := &driverProcess{Name: name, Socket: filepath.Join(dir, "csi.sock"), log: &syncBuffer{}}
+	log, out := newLogFile(t)
+	d := &driverProcess{Name: name, Socket: filepath.Join(dir, "csi.sock"), log: log}
 	d.Endpoint = "unix://" + d.Socket
 	d.cmd = exec.Command(bin, append([]string{"--endpoint=" + d.Endpoint, "--drivername=" + name}, args...)...)
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.Stdout, d.cmd.Stderr = out, out
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
 	}

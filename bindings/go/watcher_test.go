@@ -31,8 +31,8 @@ func TestConfigSendsPluginWatcherKeys(t *testing.T) {
 func startPeer(t testing.TB, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	log := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
+	log, out := newLogFile(t)
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}

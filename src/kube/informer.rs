@@ -154,7 +154,6 @@ impl<K: Watched> Informer<K> {
         let (informer, writer, signal) = Self::parts();
         let feed = Feed {
             writer: Arc::new(Mutex::new(writer)),
-            store: informer.store.clone(),
             synced: informer.synced.clone(),
             signal: Arc::new(signal),
         };
@@ -245,7 +244,6 @@ impl<K: Watched> Informer<K> {
 /// handlers saw (added or updated, deleted, synced).
 pub struct Feed<K: Watched> {
     writer: Arc<Mutex<Writer<K>>>,
-    store: Store<K>,
     synced: Arc<Synced>,
     signal: Arc<Signal>,
 }
@@ -254,7 +252,6 @@ impl<K: Watched> Clone for Feed<K> {
     fn clone(&self) -> Self {
         Feed {
             writer: self.writer.clone(),
-            store: self.store.clone(),
             synced: self.synced.clone(),
             signal: self.signal.clone(),
         }
@@ -274,7 +271,7 @@ impl<K: Watched> Feed<K> {
     /// The object `name` deleted; false when the store did not have it (nothing changes).
     pub fn delete(&self, name: &str) -> bool {
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(object) = self.store.get(&ObjectRef::new(name)) else {
+        let Some(object) = writer.as_reader().get(&ObjectRef::new(name)) else {
             return false;
         };
         writer.apply_watcher_event(&watcher::Event::Delete((*object).clone()));

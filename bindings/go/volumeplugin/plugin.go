@@ -134,15 +134,16 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 	if err != nil {
 		return err
 	}
+	if drivers != nil {
+		if err := p.feedCSIDrivers(h, drivers); err != nil {
+			h.Close()
+			return err
+		}
+	}
 	p.host = host
 	p.controller = controller
 	p.kcsi.Store(h)
 	addLegacyHost(h)
-	if drivers != nil {
-		if err := p.feedCSIDrivers(h, drivers); err != nil {
-			return err
-		}
-	}
 	if kvh, ok := host.(volume.KubeletVolumeHost); ok && p.cfg.Kubeconfig != "" {
 		kvh.SetKubeletError(errors.New("CSINode is not yet initialized"))
 		go p.reportCSINode(h, kvh)
