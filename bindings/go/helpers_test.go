@@ -71,26 +71,26 @@ type driverProcess struct {
 	Endpoint string // unix://<socket>
 	StateDir string // hostpathplugin's --statedir: a filesystem volume is the directory <StateDir>/<id>
 	cmd      *exec.Cmd
-	log      *logFile
+	log      logFile
 	stopOnce sync.Once
 }
 
 // logFile is a child's stdout and stderr: a file the child writes itself, with no copying
 // goroutine between, so a line it logged before answering a call is there once the answer is.
-type logFile struct{ path string }
+type logFile struct{ *os.File }
 
-func newLogFile(t testing.TB) (*logFile, *os.File) {
+func newLogFile(t testing.TB) logFile {
 	t.Helper()
 	f, err := os.CreateTemp(t.TempDir(), "log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return &logFile{path: f.Name()}, f
+	return logFile{f}
 }
 
-func (l *logFile) String() string {
-	b, _ := os.ReadFile(l.path)
+func (l logFile) String() string {
+	b, _ := os.ReadFile(l.Name())
 	return string(b)
 }
 
@@ -154,11 +154,10 @@ func createVolume(t testing.TB, d *driverProcess, name, size string, block bool)
 
 func startDriver(t testing.TB, bin, dir, name string, args []string) *driverProcess {
 	t.Helper()
-	log, out := newLogFile(t)
-	d := &driverProcess{Name: name, Socket: filepath.Join(dir, "csi.sock"), log: log}
+	d := &driverProcess{Name: name, Socket: filepath.Join(dir, "csi.sock"), log: newLogFile(t)}
 	d.Endpoint = "unix://" + d.Socket
 	d.cmd = exec.Command(bin, append([]string{"--endpoint=" + d.Endpoint, "--drivername=" + name}, args...)...)
-	d.cmd.Stdout, d.cmd.Stderr = out, out
+	d.cmd.Stdout, d.cmd.Stderr = d.log.File, d.log.File
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
 	}

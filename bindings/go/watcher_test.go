@@ -31,8 +31,8 @@ func TestConfigSendsPluginWatcherKeys(t *testing.T) {
 func startPeer(t testing.TB, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	log, out := newLogFile(t)
-	cmd.Stdout, cmd.Stderr = out, out
+	log := newLogFile(t)
+	cmd.Stdout, cmd.Stderr = log.File, log.File
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
