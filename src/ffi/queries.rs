@@ -105,9 +105,10 @@ pub extern "C" fn kcsi_driver_attach_required(
 /// (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come
 /// from: the API server's, watched or fed by the program (`kcsi_host_csidriver_apply`), or
 /// the host config's, which never change. `*out` points
-/// to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached
-/// together with the value read before asking stays current while the value is unchanged, so
-/// a caller that asks the same query of every volume in a loop may answer from its cache.
+/// to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). kcsi moves it
+/// once its answers reflect a change, so an answer cached together with the value read before
+/// asking is replaced as soon as the value moves: a caller that asks the same query of every
+/// volume in a loop may answer from its cache.
 #[no_mangle]
 pub extern "C" fn kcsi_host_csidriver_generation(
     h: *mut kcsi_host,

@@ -124,7 +124,7 @@ class _HostMethods:
         return self._invoke('kcsi_driver_attach_required', (driver_name,))
 
     def csidriver_generation(self) -> Any:
-        "kcsi_host_csidriver_generation: A counter kcsi increments after every change to the CSIDriver objects its driver facts (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come from: the API server's, watched or fed by the program (`kcsi_host_csidriver_apply`), or the host config's, which never change. `*out` points to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). An answer cached together with the value read before asking stays current while the value is unchanged, so a caller that asks the same query of every volume in a loop may answer from its cache."
+        "kcsi_host_csidriver_generation: A counter kcsi increments after every change to the CSIDriver objects its driver facts (`kcsi_driver_attach_required`, `kcsi_can_attach`, `kcsi_requires_remount`, ...) come from: the API server's, watched or fed by the program (`kcsi_host_csidriver_apply`), or the host config's, which never change. `*out` points to it until `kcsi_host_free`; read it with an atomic 64-bit load (acquire). kcsi moves it once its answers reflect a change, so an answer cached together with the value read before asking is replaced as soon as the value moves: a caller that asks the same query of every volume in a loop may answer from its cache."
         return self._invoke('kcsi_host_csidriver_generation', ())
 
     @old_names(csidriver_json='csidriver')
