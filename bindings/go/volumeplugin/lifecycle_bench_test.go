@@ -39,7 +39,9 @@ import (
 // three alike; a contender's overhead is the median of its lifecycles' differences from the
 // floor's run beside them. Then each runs 16 at a time, in ABBA order over the rounds. It prints
 // ms per volume, the overhead above the floor, the ratio round by round (what one short run
-// would report), dials per lifecycle (counted in a separate pass through a relay in front of
+// would report), where the overhead goes (each step's median difference from the floor's same
+// step: MountDevice against NodeStage and the staging directory, SetUp against NodePublish and
+// the target's parent, and so on), dials per lifecycle (counted in a separate pass through a relay in front of
 // the driver's socket, so the timed passes go straight to the driver) and memory. Goal: kcsi's
 // overhead above the floor at most a fifth of upstream's and within 10 % of the floor. It
 // ignores b.N: run it with -benchtime=1x (make bench-upstream). Figures are printed, never
@@ -71,7 +73,7 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 		{name: "upstream", run: pluginLifecycle(up)},
 	}
 	for _, c := range contenders { // warm-up: first dials, first directories, lazy set-up
-		if err := c.run(0, handles[0], "warm"); err != nil {
+		if _, err := c.run(0, handles[0], "warm"); err != nil {
 			b.Fatalf("%s: %v", c.name, err)
 		}
 	}
@@ -118,12 +120,12 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 	floor.conn = relayed
 	contenders[0].run = floor.run
 	for _, c := range contenders {
-		if err := c.run(0, handles[0], "dial-warm"); err != nil {
+		if _, err := c.run(0, handles[0], "dial-warm"); err != nil {
 			b.Fatalf("%s through the relay: %v", c.name, err)
 		}
 		before := relay.dials.Load()
 		for i := range dialPasses {
-			if err := c.run(i, handles[i], fmt.Sprintf("dial-%d", i)); err != nil {
+			if _, err := c.run(i, handles[i], fmt.Sprintf("dial-%d", i)); err != nil {
 				b.Fatalf("%s through the relay: %v", c.name, err)
 			}
 		}
@@ -156,36 +158,73 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 	slices.Sort(parRatios)
 	fmt.Printf("round by round: sequential ratio %.2f to %.2f, parallel %.2f to %.2f\n",
 		seqRounds[0], seqRounds[rounds-1], parRatios[0], parRatios[rounds-1])
+	fmt.Printf("sequential, each step over the floor's same step (median ms):")
+	for i, name := range stepNames {
+		fmt.Printf(" %s kcsi %+.3f upstream %+.3f;", name, median(k.stepsOver[i]), median(u.stepsOver[i]))
+	}
+	fmt.Println()
 	fmt.Printf("process RSS %.1f MiB before the rounds, %.1f MiB after (Go heap in use %.1f MiB; the rest is kcsi's Rust side, cgo and the binary)\n",
 		rssBefore, rssAfter, goHeapMiB())
 }
 
 // lifecycleFigures is one contender's lifecycle and what was measured of it.
 type lifecycleFigures struct {
-	name  string
-	run   func(i int, handle, tag string) error
-	seq   []float64 // ms per sequential lifecycle, every one
-	over  []float64 // each sequential lifecycle less the floor's beside it
-	par   []float64 // ms per volume 16 at a time, one entry per round
-	dials float64
-	goKiB float64 // Go heap allocated per lifecycle
+	name string
+	run  func(i int, handle, tag string) (stepTimes, error)
+	seq  []float64 // ms per sequential lifecycle, every one
+	over []float64 // each sequential lifecycle less the floor's beside it
+	// stepsOver[s] is step s of each sequential lifecycle less the floor's step s beside it.
+	stepsOver [len(stepNames)][]float64
+	par       []float64 // ms per volume 16 at a time, one entry per round
+	dials     float64
+	goKiB     float64 // Go heap allocated per lifecycle
+}
+
+// stepNames are a lifecycle's steps, as the kubelet calls them.
+var stepNames = [...]string{"MountDevice", "SetUp", "TearDown", "UnmountDevice"}
+
+// stepTimes is how long each of a lifecycle's steps took, in ms.
+type stepTimes [len(stepNames)]float64
+
+// stepClock times a lifecycle's steps one after the other.
+type stepClock struct {
+	times stepTimes
+	next  int
+	start time.Time
+}
+
+func startSteps() *stepClock { return &stepClock{start: time.Now()} }
+
+// done ends the current step and starts the next.
+func (c *stepClock) done() {
+	now := time.Now()
+	c.times[c.next] = float64(now.Sub(c.start).Microseconds()) / 1000
+	c.next, c.start = c.next+1, now
 }
 
 // sequentialRound runs n lifecycles of each contender, one at a time and interleaved in
-// rotating order, then takes each one's difference from the floor's of the same turn.
+// rotating order, then takes each one's difference, and each step's, from the floor's of the
+// same turn.
 func sequentialRound(round int, cs []*lifecycleFigures, handles []string, n int) error {
 	for i := range n {
+		steps := make([]stepTimes, len(cs))
 		for j := range cs {
-			c := cs[(i+j)%len(cs)]
+			k := (i + j) % len(cs)
+			c := cs[k]
 			start := time.Now()
-			if err := c.run(i%len(handles), handles[i%len(handles)], fmt.Sprintf("s%d-%d", round, i)); err != nil {
+			t, err := c.run(i%len(handles), handles[i%len(handles)], fmt.Sprintf("s%d-%d", round, i))
+			if err != nil {
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			c.seq = append(c.seq, float64(time.Since(start).Microseconds())/1000)
+			steps[k] = t
 		}
 		floor := cs[0].seq[len(cs[0].seq)-1]
-		for _, c := range cs {
+		for k, c := range cs {
 			c.over = append(c.over, c.seq[len(c.seq)-1]-floor)
+			for s := range stepNames {
+				c.stepsOver[s] = append(c.stepsOver[s], steps[k][s]-steps[0][s])
+			}
 		}
 	}
 	return nil
@@ -197,7 +236,7 @@ func (c *lifecycleFigures) measureAlloc(handles []string) error {
 	runtime.ReadMemStats(&ms)
 	allocated := ms.TotalAlloc
 	for i := range 8 {
-		if err := c.run(i, handles[i], fmt.Sprintf("alloc-%d", i)); err != nil {
+		if _, err := c.run(i, handles[i], fmt.Sprintf("alloc-%d", i)); err != nil {
 			return err
 		}
 	}
@@ -214,7 +253,7 @@ func (c *lifecycleFigures) measureParallel(round int, handles []string, parRound
 		errs := make(chan error, len(handles))
 		for i, h := range handles {
 			wg.Go(func() {
-				if err := c.run(i, h, fmt.Sprintf("p%d-%d-%d", round, p, i)); err != nil {
+				if _, err := c.run(i, h, fmt.Sprintf("p%d-%d-%d", round, p, i)); err != nil {
 					errs <- err
 				}
 			})
@@ -231,45 +270,50 @@ func (c *lifecycleFigures) measureParallel(round int, handles []string, parRound
 
 // pluginLifecycle is one volume's node lifecycle through a kubelet volume plugin's interfaces,
 // as the kubelet's operation executor calls them.
-func pluginLifecycle(p volume.VolumePlugin) func(i int, handle, tag string) error {
+func pluginLifecycle(p volume.VolumePlugin) func(i int, handle, tag string) (stepTimes, error) {
 	dp := p.(volume.DeviceMountableVolumePlugin)
-	return func(i int, handle, tag string) error {
+	return func(i int, handle, tag string) (stepTimes, error) {
+		clock := startSteps()
 		spec := pvSpec(fmt.Sprintf("pv-bench-%d", i), handle, false)
 		pod := &v1.Pod{}
 		pod.Name, pod.Namespace, pod.UID = "bench-"+tag, "default", types.UID(benchUID(tag))
 		dm, err := dp.NewDeviceMounter()
 		if err != nil {
-			return err
+			return clock.times, err
 		}
 		dmp, err := dm.GetDeviceMountPath(spec)
 		if err != nil {
-			return err
+			return clock.times, err
 		}
 		if err := dm.MountDevice(spec, "", dmp, volume.DeviceMounterArgs{}); err != nil {
-			return fmt.Errorf("MountDevice: %w", err)
+			return clock.times, fmt.Errorf("MountDevice: %w", err)
 		}
+		clock.done()
 		m, err := p.NewMounter(spec, pod)
 		if err != nil {
-			return err
+			return clock.times, err
 		}
 		if err := m.SetUp(volume.MounterArgs{}); err != nil {
-			return fmt.Errorf("SetUp: %w", err)
+			return clock.times, fmt.Errorf("SetUp: %w", err)
 		}
+		clock.done()
 		u, err := p.NewUnmounter(spec.Name(), pod.UID)
 		if err != nil {
-			return err
+			return clock.times, err
 		}
 		if err := u.TearDown(); err != nil {
-			return fmt.Errorf("TearDown: %w", err)
+			return clock.times, fmt.Errorf("TearDown: %w", err)
 		}
+		clock.done()
 		du, err := dp.NewDeviceUnmounter()
 		if err != nil {
-			return err
+			return clock.times, err
 		}
 		if err := du.UnmountDevice(dmp); err != nil {
-			return fmt.Errorf("UnmountDevice: %w", err)
+			return clock.times, fmt.Errorf("UnmountDevice: %w", err)
 		}
-		return nil
+		clock.done()
+		return clock.times, nil
 	}
 }
 
@@ -290,15 +334,14 @@ type floorLifecycle struct {
 	conn *grpc.ClientConn
 }
 
-func (f floorLifecycle) run(_ int, handle, tag string) error {
+func (f floorLifecycle) run(_ int, handle, tag string) (stepTimes, error) {
+	clock := startSteps()
 	data := filepath.Join(f.root, "plugins", tag)
 	staging := filepath.Join(data, "globalmount")
 	parent := filepath.Join(f.root, "pods", tag, "volumes", "kubernetes.io~csi", "pv")
 	target := filepath.Join(parent, "mount")
-	for _, dir := range []string{staging, parent} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return err
-		}
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return clock.times, err
 	}
 	c := csi.NewNodeClient(f.conn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -308,21 +351,29 @@ func (f floorLifecycle) run(_ int, handle, tag string) error {
 		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 	}
 	if _, err := c.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: handle, StagingTargetPath: staging, VolumeCapability: capability}); err != nil {
-		return err
+		return clock.times, err
+	}
+	clock.done()
+	if err := os.MkdirAll(parent, 0o750); err != nil {
+		return clock.times, err
 	}
 	if _, err := c.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: handle, StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability}); err != nil {
-		return err
+		return clock.times, err
 	}
+	clock.done()
 	if _, err := c.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
-		return err
+		return clock.times, err
 	}
 	if err := os.Remove(parent); err != nil {
-		return err
+		return clock.times, err
 	}
+	clock.done()
 	if _, err := c.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
-		return err
+		return clock.times, err
 	}
-	return os.RemoveAll(data)
+	err := os.RemoveAll(data)
+	clock.done()
+	return clock.times, err
 }
 
 // relay forwards connections on path to the driver's socket, counting them: a plugin's dials
