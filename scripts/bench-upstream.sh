@@ -4,7 +4,7 @@
 #   LifecycleVsUpstream: a volume's node lifecycle through kcsi's Go binding, through upstream's
 #                        pkg/volume/csi v1.36.3 and as bare RPCs on one connection (the floor),
 #                        sequential and 16 in parallel: ms per volume, overhead above the
-#                        floor, dials per lifecycle, memory
+#                        floor (whole and step by step), dials per lifecycle, memory
 #   ReconcilerQueries:   GetVolumeName, CanSupport, CanAttach over 110 pods x 2 volumes, kcsi
 #                        vs upstream, per query
 #   KCSI_BENCH_COUNT=<n> runs of each (default 3; report the median)
