@@ -41,11 +41,11 @@ import (
 // ms per volume, the overhead above the floor, the ratio round by round (what one short run
 // would report), where the overhead goes (each step's median difference from the floor's same
 // step: MountDevice against NodeStage and the staging directory, SetUp against NodePublish and
-// the target's parent, and so on), dials per lifecycle (counted in a separate pass through a relay in front of
-// the driver's socket, so the timed passes go straight to the driver) and memory. Goal: kcsi's
-// overhead above the floor at most a fifth of upstream's and within 10 % of the floor. It
-// ignores b.N: run it with -benchtime=1x (make bench-upstream). Figures are printed, never
-// asserted.
+// the target's parent, and so on), dials per lifecycle (counted in a separate pass through a
+// relay in front of the driver's socket, so the timed passes go straight to the driver) and
+// memory. Goal: kcsi's overhead above the floor at most a fifth of upstream's and within 10 %
+// of the floor. It ignores b.N: run it with -benchtime=1x (make bench-upstream). Figures are
+// printed, never asserted.
 func BenchmarkLifecycleVsUpstream(b *testing.B) {
 	const (
 		volumes    = 16 // also the parallelism
