@@ -16,6 +16,7 @@ use serde_json::json;
 
 use crate::config::HostConfig;
 use crate::csi::driver_store::{Driver, DriverStore};
+use crate::disk::blanks::Blanks;
 use crate::disk::paths::Layout;
 use crate::disk::volume_data;
 use crate::disk::volume_lock::VolumeLocks;
@@ -31,6 +32,8 @@ pub struct Host {
     pub kube: Option<Kube>,
     /// One lock per volume on disk: operations on the same volume never interleave.
     pub volume_locks: VolumeLocks,
+    /// Temp files for `vol_data.json` made ahead (a controller host writes none).
+    pub blanks: Blanks,
     /// This host's metrics, recorded by its CSI clients and its API client.
     pub telemetry: Telemetry,
     /// The CSIDriver generation of a host without an API server: its config's objects never
@@ -58,12 +61,18 @@ impl Host {
         if let Err(e) = volume_data::sweep_temp_dir(&config.root_dir) {
             tracing::warn!("{}", csi_log!("{e}"));
         }
+        let blanks = if config.is_controller() {
+            Blanks::none()
+        } else {
+            Blanks::new(&config.root_dir)
+        };
         Ok(Host {
             layout: Layout::new(config.root_dir.clone()),
             config,
             drivers: Arc::new(DriverStore::default()),
             kube,
             volume_locks: VolumeLocks::default(),
+            blanks,
             telemetry,
             config_generation: AtomicU64::new(0),
         })

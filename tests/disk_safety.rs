@@ -95,7 +95,9 @@ impl Drop for Env {
     }
 }
 
-/// Every file and symlink below `dir` (directories are not listed), relative, sorted.
+/// Every file and symlink below `dir` (directories are not listed), relative, sorted, but for
+/// kcsi's blanks: temp files a live host keeps ready in its temp dir
+/// (`.vol_data.json.<pid>.<random>.blank`), not anything an operation left.
 fn files_below(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -108,7 +110,7 @@ fn files_below(dir: &Path) -> Vec<String> {
             let t = e.file_type().unwrap();
             if t.is_dir() {
                 stack.push(p);
-            } else {
+            } else if !p.to_string_lossy().ends_with(".blank") {
                 out.push(p.strip_prefix(dir).unwrap().display().to_string());
             }
         }
@@ -406,10 +408,15 @@ fn kills_mid_write_leave_temp_files_only_in_kcsis_temp_dir_which_a_new_host_swee
     let sha_dir = dmp.parent().unwrap().to_path_buf();
     let temp_dir = kcsi::disk::volume_data::temp_dir(env.root());
     let scratch = short_tempdir("kcsi-kill");
+    // A write in flight: a new temp file, or a blank (made ahead, all zeros) being written.
     let temps = |dir: &Path| -> Vec<String> {
         names(dir)
             .into_iter()
-            .filter(|n| n.ends_with(".tmp"))
+            .filter(|n| {
+                n.ends_with(".tmp")
+                    || (n.ends_with(".blank")
+                        && std::fs::read(dir.join(n)).is_ok_and(|b| b.iter().any(|&c| c != 0)))
+            })
             .collect()
     };
     let (mut kills, mut mid_write) = (0, 0);

@@ -337,9 +337,8 @@ impl Beneath {
             .place()
     }
 
-    /// Writes `bytes` to the new temp file `tmp_dir/tmp_name` (created exclusively, mode 0666
-    /// less the umask, as Go's `os.Create`) and fsyncs it, for [`TempFile::place`] to rename
-    /// to `path` (which messages name).
+    /// Writes `bytes` to the new temp file `tmp_dir/tmp_name` and fsyncs it, for
+    /// [`TempFile::place`] to rename to `path` (which messages name).
     pub fn write_temp(
         &self,
         path: &Path,
@@ -348,26 +347,67 @@ impl Beneath {
         bytes: &[u8],
     ) -> Result<TempFile> {
         let tmp = tmp_dir.join(tmp_name);
-        let rel_tmp = self.rel(&tmp)?;
         let fs = self.try_clone()?;
-        let flags =
-            OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_EXCL | OpenFlags::O_CLOEXEC;
-        let mut f: File = self
-            .root
-            .create_file(rel_tmp, flags, &Permissions::from_mode(0o666))
-            .map_err(|e| self.error(SAVE_FAILED, path, &e))?;
-        let temp = TempFile {
-            fs,
-            tmp,
-            path: path.to_path_buf(),
-            bytes: bytes.to_vec(),
-            placed: false,
-        };
+        let mut f = self.create_exclusive(&tmp, path)?;
+        let temp = TempFile::new(fs, tmp, path, bytes);
         let io = |e: std::io::Error| Error::io(format!("{SAVE_FAILED} [{}]", path.display()), &e);
         f.write_all(bytes).map_err(io)?;
         // Before the rename: a crash must never leave an empty file at `path`.
         f.sync_all().map_err(io)?;
         Ok(temp)
+    }
+
+    /// Makes the new file `tmp` a blank for [`Beneath::fill_blank`]: `size` zero bytes, its
+    /// blocks allocated and everything about it, its directory entry too, durable.
+    pub fn make_blank(&self, tmp: &Path, size: usize) -> Result<File> {
+        let mut f = self.create_exclusive(tmp, tmp)?;
+        let made = f.write_all(&vec![0; size]).and_then(|()| f.sync_all());
+        if let Err(e) = made {
+            let _ = self.root.remove_file(self.rel(tmp)?);
+            return Err(Error::io(
+                format!("cannot make a blank volume data file [{}]", tmp.display()),
+                &e,
+            ));
+        }
+        Ok(f)
+    }
+
+    /// [`Beneath::write_temp`] into the blank `file` at `tmp` ([`Beneath::make_blank`]): the
+    /// content overwrites blocks already allocated in a file whose entry is already durable, so
+    /// its fdatasync writes the data and the inode only (a new file's fsync also writes its
+    /// directory and allocates).
+    pub fn fill_blank(
+        &self,
+        path: &Path,
+        tmp: PathBuf,
+        file: File,
+        bytes: &[u8],
+    ) -> Result<TempFile> {
+        use std::os::unix::fs::FileExt;
+        let fs = match self.try_clone() {
+            Ok(fs) => fs,
+            Err(e) => {
+                let _ = self.root.remove_file(self.rel(&tmp)?);
+                return Err(e);
+            }
+        };
+        let temp = TempFile::new(fs, tmp, path, bytes);
+        let io = |e: std::io::Error| Error::io(format!("{SAVE_FAILED} [{}]", path.display()), &e);
+        file.write_all_at(bytes, 0).map_err(io)?;
+        file.set_len(bytes.len() as u64).map_err(io)?;
+        // The size changed, so fdatasync writes the inode too: the whole file, durable.
+        file.sync_data().map_err(io)?;
+        Ok(temp)
+    }
+
+    /// Creates the new file `tmp` exclusively, mode 0666 less the umask (Go's `os.Create`);
+    /// messages name `path`, the file it is written for.
+    fn create_exclusive(&self, tmp: &Path, path: &Path) -> Result<File> {
+        let flags =
+            OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_EXCL | OpenFlags::O_CLOEXEC;
+        self.root
+            .create_file(self.rel(tmp)?, flags, &Permissions::from_mode(0o666))
+            .map_err(|e| self.error(SAVE_FAILED, path, &e))
     }
 
     /// Removes the file at `path`; a missing one is fine.
@@ -462,6 +502,16 @@ pub struct TempFile {
 }
 
 impl TempFile {
+    fn new(fs: Beneath, tmp: PathBuf, path: &Path, bytes: &[u8]) -> TempFile {
+        TempFile {
+            fs,
+            tmp,
+            path: path.to_path_buf(),
+            bytes: bytes.to_vec(),
+            placed: false,
+        }
+    }
+
     /// Renames the file to its path: in place when this returns, durable once the returned
     /// [`DirSync`] has been waited on. When the temp dir is on another filesystem than the
     /// file's (no atomic rename between them), the file is written again beside its place.

@@ -279,6 +279,7 @@ impl Walker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::blanks::Blanks;
 
     fn data(driver: &str, handle: &str) -> VolumeData {
         [
@@ -300,6 +301,7 @@ mod tests {
         volume_data::make_dirs(&fs, &dmp).unwrap();
         volume_data::save(
             &fs,
+            &Blanks::none(),
             dmp.parent().unwrap(),
             &data("example.com/nested", "vol-1"),
         )
@@ -311,13 +313,19 @@ mod tests {
         let block = layout.block_paths("spec-b", "").unwrap();
         volume_data::make_dirs(&fs, &block.staging_path).unwrap();
         volume_data::make_dirs(&fs, &block.data_dir).unwrap();
-        volume_data::save(&fs, &block.data_dir, &data("blk", "vol-3")).unwrap();
+        volume_data::save(&fs, &Blanks::none(), &block.data_dir, &data("blk", "vol-3")).unwrap();
         let unstaged = layout.block_data_dir("spec-c").unwrap();
         volume_data::make_dirs(&fs, &unstaged).unwrap();
-        volume_data::save(&fs, &unstaged, &data("blk", "vol-4")).unwrap();
+        volume_data::save(&fs, &Blanks::none(), &unstaged, &data("blk", "vol-4")).unwrap();
         let pod_mount = layout.pod_mount_path("uid-1", "pv1").unwrap();
         volume_data::make_dirs(&fs, &pod_mount).unwrap();
-        volume_data::save(&fs, pod_mount.parent().unwrap(), &data("d2", "vol-2")).unwrap();
+        volume_data::save(
+            &fs,
+            &Blanks::none(),
+            pod_mount.parent().unwrap(),
+            &data("d2", "vol-2"),
+        )
+        .unwrap();
         // A pod volume dir without its file is not published; symlinks are not followed.
         volume_data::make_dirs(&fs, &layout.pod_mount_path("uid-1", "pv0").unwrap()).unwrap();
         std::os::unix::fs::symlink("/", layout.plugin_dir().join("evil")).unwrap();

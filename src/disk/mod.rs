@@ -3,6 +3,7 @@
 //! Files below the root are only ever touched through [`beneath`], which follows no symlink.
 
 pub mod beneath;
+pub mod blanks;
 pub mod inventory;
 pub mod mounts;
 pub mod paths;

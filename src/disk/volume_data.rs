@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::beneath::{Beneath, DirSync, Entry, TempFile};
+use super::blanks::{Blank, Blanks};
 use super::mounts::is_mount_point;
 use super::paths::Layout;
 use crate::error::{Error, ErrorKind, Result};
@@ -74,18 +75,32 @@ pub fn encode(data: &VolumeData) -> String {
 /// `.vol_data.json.<pid>.<random>.tmp`: unique per call, so concurrent writers never share one.
 fn temp_name() -> String {
     format!(
-        ".{FILE_NAME}.{}.{:016x}.tmp",
+        ".{FILE_NAME}.{}.{:016x}{TEMP_SUFFIX}",
         std::process::id(),
         fastrand::u64(..)
     )
 }
 
-/// The writer's pid when `name` is one of kcsi's temp files (the per-call form or the older
-/// per-process `.vol_data.json.<pid>.tmp`).
+const TEMP_SUFFIX: &str = ".tmp";
+const BLANK_SUFFIX: &str = ".blank";
+
+/// `.vol_data.json.<pid>.<random>.blank`: a [`Blanks`] file, named apart from a write's temp
+/// file so that what a killed writer left can be told from a blank made ahead.
+pub(super) fn blank_name() -> String {
+    format!(
+        ".{FILE_NAME}.{}.{:016x}{BLANK_SUFFIX}",
+        std::process::id(),
+        fastrand::u64(..)
+    )
+}
+
+/// The writer's pid when `name` is one of kcsi's temp files (the per-call form, the older
+/// per-process `.vol_data.json.<pid>.tmp`, or a blank).
 fn temp_file_pid(name: &str) -> Option<u32> {
-    let rest = name
-        .strip_prefix(&format!(".{FILE_NAME}."))?
-        .strip_suffix(".tmp")?;
+    let rest = name.strip_prefix(&format!(".{FILE_NAME}."))?;
+    let rest = rest
+        .strip_suffix(TEMP_SUFFIX)
+        .or_else(|| rest.strip_suffix(BLANK_SUFFIX))?;
     let pid = rest.split('.').next()?;
     pid.parse().ok()
 }
@@ -129,32 +144,42 @@ fn remove_temp_files(fs: &Beneath, dir: &Path, which: Writers) -> Result<()> {
     Ok(())
 }
 
-/// Writes `<dir>/vol_data.json` durably and atomically through a temp file in [`temp_dir`],
-/// then removes stale temp files an older kcsi or the other-filesystem case left in `dir`.
-pub fn save(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<()> {
-    save_then_sync(fs, dir, data)?.wait()
+/// Writes `<dir>/vol_data.json` durably and atomically through a temp file in [`temp_dir`]
+/// (one of `blanks` when there is one ready), then removes stale temp files an older kcsi or the
+/// other-filesystem case left in `dir`.
+pub fn save(fs: &Beneath, blanks: &Blanks, dir: &Path, data: &VolumeData) -> Result<()> {
+    save_then_sync(fs, blanks, dir, data)?.wait()
 }
 
 /// [`save`] up to the directory fsync, which the returned [`DirSync`] does: the file is in
 /// place, its content durable, when this returns (so a kubelet restarted meanwhile finds it),
 /// and the caller may sync the directory while it calls the driver.
-pub fn save_then_sync(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<DirSync> {
-    stage(fs, dir, data)?.place(fs)
+pub fn save_then_sync(
+    fs: &Beneath,
+    blanks: &Blanks,
+    dir: &Path,
+    data: &VolumeData,
+) -> Result<DirSync> {
+    stage(fs, blanks.take(), dir, data)?.place(fs, blanks)
 }
 
-/// A [`save`] up to its rename: the file's content written and fsynced under a temp name in
-/// [`temp_dir`], which needs none of `dir`'s levels, so it may run while they are made.
-pub fn stage(fs: &Beneath, dir: &Path, data: &VolumeData) -> Result<Staged> {
+/// A [`save`] up to its rename: the file's content written and made durable under a temp name
+/// in [`temp_dir`] (into `blank` when given, else a new file), which needs none of `dir`'s
+/// levels, so it may run while they are made.
+pub fn stage(fs: &Beneath, blank: Option<Blank>, dir: &Path, data: &VolumeData) -> Result<Staged> {
     let tmp_dir = temp_dir(fs.root_path());
     let bytes = encode(data).into_bytes();
-    let file = match fs.mkdir_all(&tmp_dir, 0o700) {
-        Ok(_) => {
-            Pending::Temp(fs.write_temp(&dir.join(FILE_NAME), &tmp_dir, &temp_name(), &bytes)?)
-        }
-        Err(e) => {
-            tracing::warn!("{}", csi_log!("{e}; writing the temp file beside the file"));
-            Pending::Beside(bytes)
-        }
+    let path = dir.join(FILE_NAME);
+    let file = match blank.map(Blank::into_parts) {
+        // A blank is in the temp dir, so that dir exists.
+        Some((tmp, file)) => Pending::Temp(fs.fill_blank(&path, tmp, file, &bytes)?),
+        None => match fs.mkdir_all(&tmp_dir, 0o700) {
+            Ok(_) => Pending::Temp(fs.write_temp(&path, &tmp_dir, &temp_name(), &bytes)?),
+            Err(e) => {
+                tracing::warn!("{}", csi_log!("{e}; writing the temp file beside the file"));
+                Pending::Beside(bytes)
+            }
+        },
     };
     Ok(Staged {
         dir: dir.to_path_buf(),
@@ -186,14 +211,17 @@ impl Staged {
         self
     }
 
-    /// Renames the file into place, as [`save_then_sync`] returns.
-    pub fn place(self, fs: &Beneath) -> Result<DirSync> {
+    /// Renames the file into place, as [`save_then_sync`] returns, and has `blanks` refilled
+    /// in the background: the caller calls the driver next, which leaves the disk to the refill
+    /// (a refill beside a save would slow the save the caller waits for).
+    pub fn place(self, fs: &Beneath, blanks: &Blanks) -> Result<DirSync> {
         let sync = match self.file {
             Pending::Temp(temp) => temp.place()?,
             Pending::Beside(bytes) => {
                 fs.write_atomic(&self.dir, FILE_NAME, &self.dir, &temp_name(), &bytes)?
             }
         };
+        blanks.refill_soon();
         if !self.dir_is_new {
             if let Err(e) = remove_temp_files(fs, &self.dir, Writers::OwnAndDead) {
                 tracing::warn!("{}", csi_log!("{e}"));
@@ -307,7 +335,7 @@ pub fn make_dirs(fs: &Beneath, dir: &Path) -> Result<bool> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::fs;
     use std::path::PathBuf;
 
@@ -339,7 +367,7 @@ mod tests {
     }
 
     /// The process umask.
-    fn umask() -> u32 {
+    pub(crate) fn umask() -> u32 {
         // SAFETY: umask only reads and restores the process mask (briefly the common 022).
         unsafe {
             let m = libc::umask(0o022);
@@ -348,7 +376,8 @@ mod tests {
         }
     }
 
-    fn names(dir: &Path) -> Vec<String> {
+    /// The names in `dir`, sorted.
+    pub(crate) fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<_> = fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -380,7 +409,7 @@ mod tests {
     fn save_then_sync_has_the_whole_file_in_place_before_the_directory_sync() {
         let (_root, fs, dir) = volume_dir();
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
-        let sync = save_then_sync(&fs, &dir, &data).unwrap();
+        let sync = save_then_sync(&fs, &Blanks::none(), &dir, &data).unwrap();
         assert_eq!(load(&fs, &dir).unwrap(), data);
         assert_eq!(names(&dir), vec![FILE_NAME.to_string()]);
         sync.wait().unwrap();
@@ -391,15 +420,15 @@ mod tests {
         let (root, fs, dir) = volume_dir();
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
         let later = dir.join("not/yet");
-        let staged = stage(&fs, &later, &data).unwrap();
+        let staged = stage(&fs, None, &later, &data).unwrap();
         let tmp = temp_dir(root.path());
         assert_eq!(names(&tmp).len(), 1, "the temp file is written first");
         drop(staged);
         assert!(names(&tmp).is_empty());
 
-        let staged = stage(&fs, &later, &data).unwrap();
+        let staged = stage(&fs, None, &later, &data).unwrap();
         make_dirs(&fs, &later).unwrap();
-        staged.place(&fs).unwrap().wait().unwrap();
+        staged.place(&fs, &Blanks::none()).unwrap().wait().unwrap();
         assert_eq!(load(&fs, &later).unwrap(), data);
         assert!(names(&tmp).is_empty());
     }
@@ -408,7 +437,7 @@ mod tests {
     fn save_then_load_round_trips_and_leaves_no_temp_file() {
         let (_root, fs, dir) = volume_dir();
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
-        save(&fs, &dir, &data).unwrap();
+        save(&fs, &Blanks::none(), &dir, &data).unwrap();
         assert_eq!(load(&fs, &dir).unwrap(), data);
         assert_eq!(names(&dir), vec![FILE_NAME.to_string()]);
     }
@@ -417,7 +446,7 @@ mod tests {
     fn save_creates_the_file_0666_less_umask_as_go_os_create() {
         use std::os::unix::fs::PermissionsExt;
         let (_root, fs, dir) = volume_dir();
-        save(&fs, &dir, &VolumeData::new()).unwrap();
+        save(&fs, &Blanks::none(), &dir, &VolumeData::new()).unwrap();
         let mode = fs::metadata(dir.join(FILE_NAME))
             .unwrap()
             .permissions()
@@ -438,7 +467,7 @@ mod tests {
         }
         fs::write(dir.join(".vol_data.json.1.tmp"), "{").unwrap();
         fs::write(dir.join("other"), "").unwrap();
-        save(&fs, &dir, &VolumeData::new()).unwrap();
+        save(&fs, &Blanks::none(), &dir, &VolumeData::new()).unwrap();
         // pid 1 is alive: its temp file is another writer's until teardown.
         assert_eq!(
             names(&dir),
@@ -449,6 +478,30 @@ mod tests {
         assert!(!only_leftovers(&fs, &dir, None).unwrap());
         remove_mount_dir(&fs, &dir.join("mount")).unwrap();
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn the_sweep_removes_dead_writers_temp_files_and_blanks_and_keeps_live_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let tmp = temp_dir(root.path());
+        fs::create_dir_all(&tmp).unwrap();
+        let live = std::process::id();
+        for name in [
+            ".vol_data.json.999999999.00ab.tmp".to_string(),
+            ".vol_data.json.999999999.00ab.blank".to_string(),
+            format!(".vol_data.json.{live}.00cd.tmp"),
+            format!(".vol_data.json.{live}.00cd.blank"),
+        ] {
+            fs::write(tmp.join(name), "").unwrap();
+        }
+        sweep_temp_dir(root.path()).unwrap();
+        assert_eq!(
+            names(&tmp),
+            vec![
+                format!(".vol_data.json.{live}.00cd.blank"),
+                format!(".vol_data.json.{live}.00cd.tmp")
+            ]
+        );
     }
 
     #[test]
@@ -513,9 +566,9 @@ mod tests {
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
         let dead = ".vol_data.json.999999999.1.tmp";
         fs::write(dir.join(dead), "").unwrap();
-        stage(&fs, &dir, &data)
+        stage(&fs, None, &dir, &data)
             .unwrap()
-            .place(&fs)
+            .place(&fs, &Blanks::none())
             .unwrap()
             .wait()
             .unwrap();
@@ -525,8 +578,8 @@ mod tests {
             "a dead writer's file is swept"
         );
         fs::write(dir.join(dead), "").unwrap();
-        let staged = stage(&fs, &dir, &data).unwrap().in_new_dir();
-        staged.place(&fs).unwrap().wait().unwrap();
+        let staged = stage(&fs, None, &dir, &data).unwrap().in_new_dir();
+        staged.place(&fs, &Blanks::none()).unwrap().wait().unwrap();
         assert_eq!(
             names(&dir),
             vec![dead, FILE_NAME],
@@ -550,7 +603,13 @@ mod tests {
             )),
             "{err}"
         );
-        assert!(save(&fs, &root.path().join("link"), &VolumeData::new()).is_err());
+        assert!(save(
+            &fs,
+            &Blanks::none(),
+            &root.path().join("link"),
+            &VolumeData::new()
+        )
+        .is_err());
         fs::write(outside.path().join(FILE_NAME), "{}").unwrap();
         assert_eq!(
             load(&fs, &root.path().join("link")).unwrap_err().kind(),

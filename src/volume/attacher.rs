@@ -199,9 +199,9 @@ pub async fn mount_device(
             args.se_linux_label.clone().unwrap_or_default(),
         );
     }
-    let (made, staged) = make_dirs_and_stage(&fs, data_dir, &data).await;
+    let (made, staged) = make_dirs_and_stage(&fs, &host.blanks, data_dir, &data).await;
     made.map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
-    let synced = match staged.and_then(|s| s.place(&fs)) {
+    let synced = match staged.and_then(|s| s.place(&fs, &host.blanks)) {
         Ok(sync) => sync,
         Err(e) => {
             cleanup_global_mount(&fs, &dmp);

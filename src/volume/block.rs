@@ -87,7 +87,7 @@ impl BlockMapper {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        if let Err(e) = volume_data::save(&fs, &paths.data_dir, &data) {
+        if let Err(e) = volume_data::save(&fs, &host.blanks, &paths.data_dir, &data) {
             let clean = volume_data::remove_volume_data_dir(&fs, &paths.data_dir)
                 .and_then(|()| fs.remove_dir(&paths.volume_dir, "failed to delete volume dir"));
             if let Err(clean) = clean {

@@ -162,7 +162,7 @@ impl Mounter {
 
         let dir = self.dir();
         let fs = host.layout.beneath()?;
-        let (made, staged) = make_dirs_and_stage(&fs, dir, &data).await;
+        let (made, staged) = make_dirs_and_stage(&fs, &host.blanks, dir, &data).await;
         made.map_err(|e| e.prefix(csi_log!("mounter.SetUpAt ")))?;
         fs.check_no_symlink(&self.path, &csi_log!("mounter.SetUpAt"))?;
         let mut secrets = op
@@ -194,7 +194,7 @@ impl Mounter {
             p.mount_options.push(format!("context={}", quote(label)));
         }
 
-        let synced = match staged.and_then(|s| s.place(&fs)) {
+        let synced = match staged.and_then(|s| s.place(&fs, &host.blanks)) {
             Ok(sync) => sync,
             Err(e) => {
                 // Final, as upstream's SetUpAt returns the save error itself.

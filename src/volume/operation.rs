@@ -15,6 +15,7 @@ use crate::csi::csi_client::{CsiClient, NodeCapabilities};
 use crate::csi::driver_store::Driver;
 use crate::csi::proto::csi;
 use crate::disk::beneath::{Beneath, DirSync};
+use crate::disk::blanks::Blanks;
 use crate::disk::paths::attachment_name;
 use crate::disk::volume_data::{self, Staged, VolumeData};
 use crate::error::{Error, Result};
@@ -199,16 +200,18 @@ pub fn pod_info_attributes(pod: &Pod, pod_uid: &str, mode: LifecycleMode) -> [(S
 
 /// Makes a volume's directories (`dir` and its missing parents) while its `vol_data.json` is
 /// [`volume_data::stage`]d on a blocking thread: the file's fsync is most of a save's time and
-/// needs none of those directories. Both outcomes are the caller's (who holds the volume's
-/// lock); a staged file it drops unplaced is removed.
+/// needs none of those directories. The file goes into one of `blanks` when one is ready. Both
+/// outcomes are the caller's (who holds the
+/// volume's lock); a staged file it drops unplaced is removed.
 pub async fn make_dirs_and_stage(
     fs: &Beneath,
+    blanks: &Blanks,
     dir: &Path,
     data: &VolumeData,
 ) -> (Result<()>, Result<Staged>) {
     let staging = fs.try_clone().map(|stager| {
-        let (dir, data) = (dir.to_path_buf(), data.clone());
-        tokio::task::spawn_blocking(move || volume_data::stage(&stager, &dir, &data))
+        let (blank, dir, data) = (blanks.take(), dir.to_path_buf(), data.clone());
+        tokio::task::spawn_blocking(move || volume_data::stage(&stager, blank, &dir, &data))
     });
     let made = volume_data::make_dirs(fs, dir);
     let staged = match staging {
@@ -266,13 +269,19 @@ mod tests {
         let fs = Beneath::open(root.path()).unwrap();
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
         let dir = root.path().join("pods/uid/volumes/kubernetes.io~csi/pv");
-        let (made, staged) = make_dirs_and_stage(&fs, &dir, &data).await;
+        let (made, staged) = make_dirs_and_stage(&fs, &Blanks::none(), &dir, &data).await;
         made.unwrap();
-        staged.unwrap().place(&fs).unwrap().wait().unwrap();
+        staged
+            .unwrap()
+            .place(&fs, &Blanks::none())
+            .unwrap()
+            .wait()
+            .unwrap();
         assert_eq!(volume_data::load(&fs, &dir).unwrap(), data);
 
         std::fs::write(root.path().join("blocked"), "").unwrap();
-        let (made, staged) = make_dirs_and_stage(&fs, &root.path().join("blocked/pv"), &data).await;
+        let (made, staged) =
+            make_dirs_and_stage(&fs, &Blanks::none(), &root.path().join("blocked/pv"), &data).await;
         assert!(made.is_err());
         drop(staged);
         let tmp = volume_data::temp_dir(root.path());

@@ -184,7 +184,7 @@ func repeatKind(method, line string) string {
 
 // fileLines lists what the CSI plugin owns under the kubelet root: pods' volume dirs and the
 // plugin's global dirs, with type, mode and vol_data.json contents. A file in one of kcsi's
-// allowedEmptyDirs lives only while a save runs (a requiresRepublish SetUp rewrites
+// allowedEmptyDirs, but for its blanks, lives only while a save runs (a requiresRepublish SetUp rewrites
 // vol_data.json on every pod sync), so a walk that met one is taken again; one still there
 // after tempFileGrace was left behind and shows.
 func (z *normalizer) fileLines(root string) []string {
@@ -201,6 +201,17 @@ func (z *normalizer) fileLines(root string) []string {
 // tempFileGrace is far above a save's write, fsync and rename (under a millisecond here).
 const tempFileGrace = 2 * time.Second
 
+// onlyBlanks: the dir holds nothing but kcsi's blanks (temp files made ahead of need,
+// ".vol_data.json.<pid>.<random>.blank"), if anything.
+func onlyBlanks(entries []os.DirEntry) bool {
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".vol_data.json.") || !strings.HasSuffix(e.Name(), ".blank") {
+			return false
+		}
+	}
+	return true
+}
+
 // fileLinesOnce is one walk of fileLines, and whether it met a file in an allowedEmptyDir.
 func (z *normalizer) fileLinesOnce(root string) ([]string, bool) {
 	var lines []string
@@ -211,7 +222,7 @@ func (z *normalizer) fileLinesOnce(root string) ([]string, bool) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		if _, ok := allowedEmptyDirs[rel]; ok && d.IsDir() {
-			if entries, err := os.ReadDir(path); err == nil && len(entries) == 0 {
+			if entries, err := os.ReadDir(path); err == nil && onlyBlanks(entries) {
 				return filepath.SkipDir
 			}
 			inFlight = true
