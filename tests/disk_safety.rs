@@ -714,6 +714,21 @@ impl Sentinel {
     }
 }
 
+/// Removes `dir` and all below it, retried while kcsi's host makes blanks in its temp dir below
+/// it in the background (a refused SetUp still took from the pool, which refills when saves
+/// pause).
+fn remove_dir_all_settled(dir: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while let Err(e) = std::fs::remove_dir_all(dir) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cannot remove {}: {e}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn assert_refused(case: &str, result: Result<impl std::fmt::Debug, CErr>, link: &Path) {
     let e = result.expect_err(case);
     assert_eq!(e.result, KCSI_ERR_FAILED_PRECONDITION, "{case}: {e:?}");
@@ -755,7 +770,7 @@ fn symlinks_planted_below_the_root_are_refused_and_nothing_outside_is_touched() 
         // A refused SetUp still made kcsi's temp dir (plugins/kubernetes.io/csi/.kcsi-tmp: its
         // vol_data.json is staged there beside the volume's dirs): replaced by the link.
         if link.is_dir() && !link.is_symlink() {
-            std::fs::remove_dir_all(link).unwrap();
+            remove_dir_all_settled(link);
         }
         symlink(outside.path(), link).unwrap();
         if case.starts_with("volumeDevices") {

@@ -357,11 +357,11 @@ impl Beneath {
         Ok(temp)
     }
 
-    /// Makes the new file `tmp` a blank for [`Beneath::fill_blank`]: `size` zero bytes, its
+    /// Makes the new file `tmp` a blank for [`Beneath::fill_blank`]: `len` zero bytes, its
     /// blocks allocated and everything about it, its directory entry too, durable.
-    pub fn make_blank(&self, tmp: &Path, size: usize) -> Result<File> {
+    pub fn make_blank(&self, tmp: &Path, len: usize) -> Result<File> {
         let mut f = self.create_exclusive(tmp, tmp)?;
-        let made = f.write_all(&vec![0; size]).and_then(|()| f.sync_all());
+        let made = f.write_all(&vec![0; len]).and_then(|()| f.sync_all());
         if let Err(e) = made {
             let _ = self.root.remove_file(self.rel(tmp)?);
             return Err(Error::io(
@@ -372,15 +372,16 @@ impl Beneath {
         Ok(f)
     }
 
-    /// [`Beneath::write_temp`] into the blank `file` at `tmp` ([`Beneath::make_blank`]): the
-    /// content overwrites blocks already allocated in a file whose entry is already durable, so
-    /// its fdatasync writes the data and the inode only (a new file's fsync also writes its
-    /// directory and allocates).
+    /// [`Beneath::write_temp`] into the blank `file` of `len` bytes at `tmp`
+    /// ([`Beneath::make_blank`]): the content overwrites blocks already allocated in a file
+    /// whose entry is already durable, so its fdatasync writes the data, and the inode only when
+    /// the length changes (a new file's fsync also writes its directory and allocates).
     pub fn fill_blank(
         &self,
         path: &Path,
         tmp: PathBuf,
         file: File,
+        len: usize,
         bytes: &[u8],
     ) -> Result<TempFile> {
         use std::os::unix::fs::FileExt;
@@ -394,8 +395,10 @@ impl Beneath {
         let temp = TempFile::new(fs, tmp, path, bytes);
         let io = |e: std::io::Error| Error::io(format!("{SAVE_FAILED} [{}]", path.display()), &e);
         file.write_all_at(bytes, 0).map_err(io)?;
-        file.set_len(bytes.len() as u64).map_err(io)?;
-        // The size changed, so fdatasync writes the inode too: the whole file, durable.
+        if len != bytes.len() {
+            file.set_len(bytes.len() as u64).map_err(io)?;
+        }
+        // A changed size is datasync metadata: fdatasync makes the whole file durable.
         file.sync_data().map_err(io)?;
         Ok(temp)
     }

@@ -160,19 +160,19 @@ pub fn save_then_sync(
     dir: &Path,
     data: &VolumeData,
 ) -> Result<DirSync> {
-    stage(fs, blanks.take(), dir, data)?.place(fs, blanks)
+    let bytes = encode(data).into_bytes();
+    stage(fs, blanks.take(bytes.len()), dir, bytes)?.place(fs)
 }
 
-/// A [`save`] up to its rename: the file's content written and made durable under a temp name
-/// in [`temp_dir`] (into `blank` when given, else a new file), which needs none of `dir`'s
-/// levels, so it may run while they are made.
-pub fn stage(fs: &Beneath, blank: Option<Blank>, dir: &Path, data: &VolumeData) -> Result<Staged> {
+/// A [`save`] up to its rename: the file's content (`bytes`, [`encode`]d) written and made
+/// durable under a temp name in [`temp_dir`] (into `blank` when given, else a new file), which
+/// needs none of `dir`'s levels, so it may run while they are made.
+pub fn stage(fs: &Beneath, blank: Option<Blank>, dir: &Path, bytes: Vec<u8>) -> Result<Staged> {
     let tmp_dir = temp_dir(fs.root_path());
-    let bytes = encode(data).into_bytes();
     let path = dir.join(FILE_NAME);
-    let file = match blank.map(Blank::into_parts) {
+    let file = match blank.map(Blank::into_made) {
         // A blank is in the temp dir, so that dir exists.
-        Some((tmp, file)) => Pending::Temp(fs.fill_blank(&path, tmp, file, &bytes)?),
+        Some(b) => Pending::Temp(fs.fill_blank(&path, b.path, b.file, b.len, &bytes)?),
         None => match fs.mkdir_all(&tmp_dir, 0o700) {
             Ok(_) => Pending::Temp(fs.write_temp(&path, &tmp_dir, &temp_name(), &bytes)?),
             Err(e) => {
@@ -211,17 +211,14 @@ impl Staged {
         self
     }
 
-    /// Renames the file into place, as [`save_then_sync`] returns, and has `blanks` refilled
-    /// in the background: the caller calls the driver next, which leaves the disk to the refill
-    /// (a refill beside a save would slow the save the caller waits for).
-    pub fn place(self, fs: &Beneath, blanks: &Blanks) -> Result<DirSync> {
+    /// Renames the file into place, as [`save_then_sync`] returns.
+    pub fn place(self, fs: &Beneath) -> Result<DirSync> {
         let sync = match self.file {
             Pending::Temp(temp) => temp.place()?,
             Pending::Beside(bytes) => {
                 fs.write_atomic(&self.dir, FILE_NAME, &self.dir, &temp_name(), &bytes)?
             }
         };
-        blanks.refill_soon();
         if !self.dir_is_new {
             if let Err(e) = remove_temp_files(fs, &self.dir, Writers::OwnAndDead) {
                 tracing::warn!("{}", csi_log!("{e}"));
@@ -420,15 +417,15 @@ pub(crate) mod tests {
         let (root, fs, dir) = volume_dir();
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
         let later = dir.join("not/yet");
-        let staged = stage(&fs, None, &later, &data).unwrap();
+        let staged = stage(&fs, None, &later, encode(&data).into_bytes()).unwrap();
         let tmp = temp_dir(root.path());
         assert_eq!(names(&tmp).len(), 1, "the temp file is written first");
         drop(staged);
         assert!(names(&tmp).is_empty());
 
-        let staged = stage(&fs, None, &later, &data).unwrap();
+        let staged = stage(&fs, None, &later, encode(&data).into_bytes()).unwrap();
         make_dirs(&fs, &later).unwrap();
-        staged.place(&fs, &Blanks::none()).unwrap().wait().unwrap();
+        staged.place(&fs).unwrap().wait().unwrap();
         assert_eq!(load(&fs, &later).unwrap(), data);
         assert!(names(&tmp).is_empty());
     }
@@ -566,9 +563,9 @@ pub(crate) mod tests {
         let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
         let dead = ".vol_data.json.999999999.1.tmp";
         fs::write(dir.join(dead), "").unwrap();
-        stage(&fs, None, &dir, &data)
+        stage(&fs, None, &dir, encode(&data).into_bytes())
             .unwrap()
-            .place(&fs, &Blanks::none())
+            .place(&fs)
             .unwrap()
             .wait()
             .unwrap();
@@ -578,8 +575,10 @@ pub(crate) mod tests {
             "a dead writer's file is swept"
         );
         fs::write(dir.join(dead), "").unwrap();
-        let staged = stage(&fs, None, &dir, &data).unwrap().in_new_dir();
-        staged.place(&fs, &Blanks::none()).unwrap().wait().unwrap();
+        let staged = stage(&fs, None, &dir, encode(&data).into_bytes())
+            .unwrap()
+            .in_new_dir();
+        staged.place(&fs).unwrap().wait().unwrap();
         assert_eq!(
             names(&dir),
             vec![dead, FILE_NAME],

@@ -201,7 +201,7 @@ pub async fn mount_device(
     }
     let (made, staged) = make_dirs_and_stage(&fs, &host.blanks, data_dir, &data).await;
     made.map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
-    let synced = match staged.and_then(|s| s.place(&fs, &host.blanks)) {
+    let synced = match staged.and_then(|s| s.place(&fs)) {
         Ok(sync) => sync,
         Err(e) => {
             cleanup_global_mount(&fs, &dmp);

@@ -194,7 +194,7 @@ impl Mounter {
             p.mount_options.push(format!("context={}", quote(label)));
         }
 
-        let synced = match staged.and_then(|s| s.place(&fs, &host.blanks)) {
+        let synced = match staged.and_then(|s| s.place(&fs)) {
             Ok(sync) => sync,
             Err(e) => {
                 // Final, as upstream's SetUpAt returns the save error itself.

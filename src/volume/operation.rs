@@ -210,8 +210,9 @@ pub async fn make_dirs_and_stage(
     data: &VolumeData,
 ) -> (Result<()>, Result<Staged>) {
     let staging = fs.try_clone().map(|stager| {
-        let (blank, dir, data) = (blanks.take(), dir.to_path_buf(), data.clone());
-        tokio::task::spawn_blocking(move || volume_data::stage(&stager, blank, &dir, &data))
+        let bytes = volume_data::encode(data).into_bytes();
+        let (blank, dir) = (blanks.take(bytes.len()), dir.to_path_buf());
+        tokio::task::spawn_blocking(move || volume_data::stage(&stager, blank, &dir, bytes))
     });
     let made = volume_data::make_dirs(fs, dir);
     let staged = match staging {
@@ -271,12 +272,7 @@ mod tests {
         let dir = root.path().join("pods/uid/volumes/kubernetes.io~csi/pv");
         let (made, staged) = make_dirs_and_stage(&fs, &Blanks::none(), &dir, &data).await;
         made.unwrap();
-        staged
-            .unwrap()
-            .place(&fs, &Blanks::none())
-            .unwrap()
-            .wait()
-            .unwrap();
+        staged.unwrap().place(&fs).unwrap().wait().unwrap();
         assert_eq!(volume_data::load(&fs, &dir).unwrap(), data);
 
         std::fs::write(root.path().join("blocked"), "").unwrap();
