@@ -396,11 +396,17 @@ mod tests {
         );
     }
 
+    /// A blank out of a filled pool, and the pool full again.
+    fn take_and_refill(blanks: &Blanks) -> Blank {
+        let blank = blanks.take(file_len(&data(10))).unwrap();
+        wait_ready(blanks, READY);
+        blank
+    }
+
     #[test]
     fn an_unused_blank_goes_back_to_the_pool() {
         let (_root, _fs, blanks) = filled();
-        let blank = blanks.take(file_len(&data(10))).unwrap();
-        wait_ready(&blanks, READY);
+        let blank = take_and_refill(&blanks);
         drop(blank);
         assert_eq!(ready(&blanks), READY + 1);
     }
@@ -408,8 +414,7 @@ mod tests {
     #[test]
     fn a_dropped_pool_removes_its_blanks_and_a_blank_out_at_the_time() {
         let (root, _fs, blanks) = filled();
-        let out = blanks.take(file_len(&data(10))).unwrap();
-        wait_ready(&blanks, READY);
+        let out = take_and_refill(&blanks);
         drop(blanks);
         assert_eq!(in_temp_dir(root.path(), ".blank").len(), 1, "the one out");
         drop(out);
