@@ -4,7 +4,10 @@
 #   LifecycleVsUpstream: a volume's node lifecycle through kcsi's Go binding, through upstream's
 #                        pkg/volume/csi v1.36.3 and as bare RPCs on one connection (the floor),
 #                        sequential and 16 in parallel: ms per volume, overhead above the
-#                        floor (whole and step by step), dials per lifecycle, memory
+#                        floor (whole and step by step), the process's CPU per volume in
+#                        parallel, dials per lifecycle, memory
+#   LifecycleAlone:      one of them alone (KCSI_BENCH_ALONE=floor|kcsi|upstream), for a
+#                        profiler: not run here
 #   ReconcilerQueries:   GetVolumeName, CanSupport, CanAttach over 110 pods x 2 volumes, kcsi
 #                        vs upstream, per query
 #   KCSI_BENCH_COUNT=<n> runs of each (default 3; report the median)
