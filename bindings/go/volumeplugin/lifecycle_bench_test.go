@@ -187,23 +187,19 @@ func BenchmarkLifecycleAlone(b *testing.B) {
 	e, handles, contenders := benchContenders(b, volumes)
 	// Upstream's driver registry is package state: leave it empty for the next benchmark.
 	b.Cleanup(func() { upstreamcsi.PluginHandler.DeRegisterPlugin(driverName, e.socket) })
-	i := slices.IndexFunc(contenders, func(c *lifecycleFigures) bool { return c.name == name })
-	if i < 0 {
+	at := slices.IndexFunc(contenders, func(c *lifecycleFigures) bool { return c.name == name })
+	if at < 0 {
 		b.Fatalf("KCSI_BENCH_ALONE=%s: not floor, kcsi or upstream", name)
 	}
-	c := contenders[i]
+	c := contenders[at]
 	if _, err := c.run(0, handles[0], "warm"); err != nil {
 		b.Fatal(err)
 	}
 	seqCPU := 0.0
 	for r := range rounds {
 		start := processCPUms()
-		for i := range sequential {
-			began := time.Now()
-			if _, err := c.run(i%volumes, handles[i%volumes], fmt.Sprintf("s%d-%d", r, i)); err != nil {
-				b.Fatal(err)
-			}
-			c.seq = append(c.seq, float64(time.Since(began).Microseconds())/1000)
+		if err := sequentialRound(r, []*lifecycleFigures{c}, handles, sequential); err != nil {
+			b.Fatal(err)
 		}
 		seqCPU += (processCPUms() - start) / sequential
 		if err := c.measureParallel(r, handles, parRounds); err != nil {
@@ -293,7 +289,8 @@ func (c *lifecycleFigures) measureAlloc(handles []string) error {
 	return nil
 }
 
-// measureParallel runs every volume's lifecycle at once, parRounds times: wall time per volume.
+// measureParallel runs every volume's lifecycle at once, parRounds times: wall time and this
+// process's CPU time per volume.
 func (c *lifecycleFigures) measureParallel(round int, handles []string, parRounds int) error {
 	start, cpuStart := time.Now(), processCPUms()
 	for p := range parRounds {
