@@ -26,6 +26,14 @@ pub struct Beneath {
     root: Root,
 }
 
+impl std::fmt::Debug for Beneath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Beneath")
+            .field("root", &self.root_path)
+            .finish()
+    }
+}
+
 /// Whether an entry exists, and what it is (never following a final symlink).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Entry {
@@ -57,6 +65,12 @@ impl Beneath {
             root_path: root.to_path_buf(),
             root: root_dir.with_resolver_flags(ResolverFlags::NO_SYMLINKS),
         })
+    }
+
+    /// Whether the directory opened as the root has been removed since (an unreadable one
+    /// counts as removed, to be opened again).
+    pub fn root_removed(&self) -> bool {
+        rustix::fs::fstat(&self.root).map_or(true, |st| st.st_nlink == 0)
     }
 
     pub fn root_path(&self) -> &Path {

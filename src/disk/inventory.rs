@@ -138,7 +138,7 @@ pub fn walk(layout: &Layout) -> Result<Inventory> {
 }
 
 struct Walker<'a> {
-    fs: Beneath,
+    fs: std::sync::Arc<Beneath>,
     mounts: MountTable,
     layout: &'a Layout,
 }

@@ -2,9 +2,11 @@
 //! passes in from escaping the root directory. Only this module composes kubelet paths.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
+use super::beneath::Beneath;
 use crate::error::{Error, Result};
 use crate::goquote::quote;
 
@@ -85,6 +87,10 @@ pub fn check_driver_name(name: &str) -> Result<()> {
 #[derive(Clone, Debug)]
 pub struct Layout {
     root: PathBuf,
+    /// The root, opened once for all of the host's operations: opening it by path cost each
+    /// volume lifecycle some seven path walks. Opened again when the directory it holds was
+    /// removed (a host recreates its root when missing).
+    opened: Arc<Mutex<Option<Arc<Beneath>>>>,
 }
 
 /// Where one block volume's files live for one pod (upstream `csiBlockMapper`'s getters).
@@ -104,7 +110,10 @@ pub struct BlockPaths {
 
 impl Layout {
     pub fn new(root: impl Into<PathBuf>) -> Layout {
-        Layout { root: root.into() }
+        Layout {
+            root: root.into(),
+            opened: Arc::default(),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -112,8 +121,15 @@ impl Layout {
     }
 
     /// The root opened for file operations that follow no symlink below it.
-    pub fn beneath(&self) -> Result<super::beneath::Beneath> {
-        super::beneath::Beneath::open(&self.root)
+    pub fn beneath(&self) -> Result<Arc<Beneath>> {
+        let opened = || self.opened.lock().unwrap_or_else(|p| p.into_inner());
+        let cached = opened().clone();
+        if let Some(fs) = cached.filter(|fs| !fs.root_removed()) {
+            return Ok(fs);
+        }
+        let fs = Arc::new(Beneath::open(&self.root)?);
+        *opened() = Some(fs.clone());
+        Ok(fs)
     }
 
     /// `<root>/plugins/kubernetes.io/csi` (not escaped, as upstream's GetPluginDir).
@@ -261,6 +277,30 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layout_opens_its_root_once_and_again_after_removal() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path().join("root"));
+        let first = layout.beneath().unwrap();
+        assert!(Arc::ptr_eq(&first, &layout.beneath().unwrap()));
+        assert!(Arc::ptr_eq(&first, &layout.clone().beneath().unwrap()));
+
+        std::fs::remove_dir(dir.path().join("root")).unwrap();
+        assert!(first.root_removed());
+        let again = layout.beneath().unwrap();
+        assert!(!Arc::ptr_eq(&first, &again));
+        assert!(
+            dir.path().join("root").is_dir(),
+            "the root was not made again"
+        );
+        let probe = dir.path().join("root/probe");
+        again.mkdir_all(&probe, 0o750).unwrap();
+        assert!(
+            probe.is_dir(),
+            "a directory made through the new handle is not in the new root"
+        );
+    }
 
     #[test]
     fn hashes_match_upstream_vectors() {

@@ -457,7 +457,7 @@ pub fn construct_block_volume_spec(
 ) -> Result<serde_json::Value> {
     tracing::debug!("{}", csi_log!("plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={map_path}]"));
     let data_dir = host.layout.block_data_dir(spec_name)?;
-    let data = volume_data::load(&host.layout.beneath()?, &data_dir).map_err(|e| {
+    let data = volume_data::load(&*host.layout.beneath()?, &data_dir).map_err(|e| {
         e.context(csi_log!(
             "plugin.ConstructBlockVolumeSpec failed loading volume data using [{map_path}]"
         ))

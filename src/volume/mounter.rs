@@ -489,7 +489,7 @@ impl Unmounter {
         let dir = self.path.parent().unwrap_or(&self.path);
         let _volume = host.volume_locks.lock(dir).await;
         let clean = || -> Result<()> {
-            volume_data::remove_mount_dir(&host.layout.beneath()?, &self.path).map_err(|e| {
+            volume_data::remove_mount_dir(&*host.layout.beneath()?, &self.path).map_err(|e| {
                 e.context(csi_log!(
                     "Unmounter.TearDownAt failed to clean mount dir [{}]",
                     self.path.display()
@@ -497,7 +497,7 @@ impl Unmounter {
             })
         };
         let Some((driver, volume_handle)) = &self.volume else {
-            if !volume_data::only_leftovers(&host.layout.beneath()?, dir, None)? {
+            if !volume_data::only_leftovers(&*host.layout.beneath()?, dir, None)? {
                 return Err(Error::new(
                     ErrorKind::FailedPrecondition,
                     csi_log!(

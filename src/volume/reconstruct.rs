@@ -22,7 +22,7 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
     let dir = Path::new(mount_path);
     check_pod_volume_dir(host, dir)?;
     let load = || -> Result<Value> {
-        let data = volume_data::load(&host.layout.beneath()?, dir)?;
+        let data = volume_data::load(&*host.layout.beneath()?, dir)?;
         let spec_name = volume_data::get(&data, keys::SPEC_VOL_ID, dir)?.to_string();
         let driver = volume_data::get(&data, keys::DRIVER_NAME, dir)?.to_string();
         let ephemeral = data.get(keys::LIFECYCLE_MODE).map(String::as_str)
