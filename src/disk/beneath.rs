@@ -46,25 +46,39 @@ pub enum Entry {
 impl Beneath {
     /// Opens `root`, creating it (mode 0750) when it does not exist yet.
     pub fn open(root: &Path) -> Result<Beneath> {
-        let failed = |e: &std::io::Error| {
-            Error::io(format!("cannot open root directory {}", root.display()), e)
-        };
-        let opened = match Root::open(root) {
-            Err(e) if errno(&e) == Some(libc::ENOENT) => {
+        match Beneath::open_existing(root) {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
                 std::fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o750)
                     .create(root)
-                    .map_err(|e| failed(&e))?;
-                Root::open(root)
+                    .map_err(|e| Beneath::open_failed(root, &e))?;
+                Beneath::open_existing(root)
             }
             other => other,
-        };
-        let root_dir = opened.map_err(|e| failed(&os_error(&e)))?;
-        Ok(Beneath {
-            root_path: root.to_path_buf(),
-            root: root_dir.with_resolver_flags(ResolverFlags::NO_SYMLINKS),
-        })
+        }
+    }
+
+    /// Opens `root` if it exists; a missing one is NOT_FOUND.
+    pub fn open_existing(root: &Path) -> Result<Beneath> {
+        match Root::open(root) {
+            Ok(root_dir) => Ok(Beneath {
+                root_path: root.to_path_buf(),
+                root: root_dir.with_resolver_flags(ResolverFlags::NO_SYMLINKS),
+            }),
+            Err(e) => {
+                let failed = Beneath::open_failed(root, &os_error(&e));
+                Err(if errno(&e) == Some(libc::ENOENT) {
+                    failed.with_kind(ErrorKind::NotFound)
+                } else {
+                    failed
+                })
+            }
+        }
+    }
+
+    fn open_failed(root: &Path, e: &std::io::Error) -> Error {
+        Error::io(format!("cannot open root directory {}", root.display()), e)
     }
 
     /// Whether the directory opened as the root has been removed since (an unreadable one

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::beneath::Beneath;
 use super::volume_data::{blank_name, temp_dir};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Blanks kept ready: a kubelet's operations mostly come one or two at a time; a burst beyond
 /// this takes new temp files until the pool catches up.
@@ -192,7 +192,12 @@ impl Pool {
                 .await
                 .unwrap_or_else(|e| Err(Error::internal(format!("making a blank panicked: {e}"))));
             if let Err(e) = made {
-                self.state().failed = true;
+                let mut state = self.state();
+                if state.closed {
+                    return;
+                }
+                state.failed = true;
+                drop(state);
                 tracing::warn!(
                     "{}",
                     csi_log!("{e}; vol_data.json is written through new temp files from now on")
@@ -224,7 +229,12 @@ impl Pool {
 
     /// Makes blanks while the pool is short and the save count is still `quiet`.
     fn make_while_quiet(&self, quiet: u64) -> Result<()> {
-        let fs = Beneath::open(&self.root)?;
+        // Nothing for a host dropped meanwhile, and never the root itself: a refill that
+        // outlived its host must not bring back a root removed with it.
+        if self.len_to_make().is_none() {
+            return Ok(());
+        }
+        let fs = Beneath::open_existing(&self.root)?;
         let dir = temp_dir(&self.root);
         fs.mkdir_all(&dir, 0o700)?;
         while self.saves.load(Ordering::Acquire) == quiet {
@@ -242,12 +252,16 @@ impl Pool {
         if blanks.is_empty() {
             return;
         }
-        let removed = Beneath::open(&self.root).and_then(|fs| {
+        // A root removed already took the blanks with it.
+        let removed = Beneath::open_existing(&self.root).and_then(|fs| {
             blanks.iter().try_for_each(|b| {
                 fs.remove_file(&b.path, "failed to remove a blank volume data file")
             })
         });
-        if let Err(e) = removed {
+        if let Err(e) = removed.or_else(|e| match e.kind() {
+            ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        }) {
             tracing::warn!("{}", csi_log!("{e}"));
         }
     }
@@ -419,6 +433,30 @@ mod tests {
         assert_eq!(in_temp_dir(root.path(), ".blank").len(), 1, "the one out");
         drop(out);
         assert!(in_temp_dir(root.path(), ".blank").is_empty());
+    }
+
+    #[test]
+    fn a_refill_never_makes_a_removed_root_again() {
+        let parent = tempfile::tempdir().unwrap();
+        let root = parent.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let blanks = Blanks::new(&root);
+        let pool = blanks.pool.clone().unwrap();
+        // A save's length, so the pool is short, without a take starting a refill.
+        pool.state().recent.push_back(1);
+        std::fs::remove_dir(&root).unwrap();
+        let quiet = pool.saves.load(Ordering::Acquire);
+
+        let err = pool.make_while_quiet(quiet).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+        assert!(!root.exists(), "a live pool's refill made the root again");
+
+        drop(blanks);
+        pool.make_while_quiet(quiet).unwrap();
+        assert!(
+            !root.exists(),
+            "a dropped pool's refill made the root again"
+        );
     }
 
     #[test]
