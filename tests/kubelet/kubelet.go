@@ -79,10 +79,10 @@ func runKubelet(args []string) error {
 	}
 	restCfg.UserAgent = "kcsi-e2e-kubelet"
 
-	endpoint, err := fakeremote.GenerateEndpoint()
-	if err != nil {
-		return err
-	}
+	// Beside the root, where the run's clean-up finds it: the harness kills the kubelet, so
+	// Stop never unlinks the socket, and fakeremote.GenerateEndpoint's would stay in /tmp.
+	// Listening unlinks the one a killed kubelet left, for the restart scenarios.
+	endpoint := "unix://" + filepath.Join(filepath.Dir(*root), "cri.sock")
 	fakeRuntime := fakeremote.NewFakeRemoteRuntime()
 	if err := fakeRuntime.Start(endpoint); err != nil {
 		return fmt.Errorf("fake CRI runtime: %w", err)
