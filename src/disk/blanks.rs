@@ -258,11 +258,9 @@ impl Pool {
                 fs.remove_file(&b.path, "failed to remove a blank volume data file")
             })
         });
-        if let Err(e) = removed.or_else(|e| match e.kind() {
-            ErrorKind::NotFound => Ok(()),
-            _ => Err(e),
-        }) {
-            tracing::warn!("{}", csi_log!("{e}"));
+        match removed {
+            Err(e) if e.kind() != ErrorKind::NotFound => tracing::warn!("{}", csi_log!("{e}")),
+            _ => {}
         }
     }
 }

@@ -20,6 +20,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -138,7 +139,7 @@ pub fn walk(layout: &Layout) -> Result<Inventory> {
 }
 
 struct Walker<'a> {
-    fs: std::sync::Arc<Beneath>,
+    fs: Arc<Beneath>,
     mounts: MountTable,
     layout: &'a Layout,
 }
