@@ -659,6 +659,22 @@ fn driver_killed_mid_publish_is_uncertain() {
         v.m.path().parent().unwrap().join("vol_data.json").exists(),
         "kept for a later teardown"
     );
+    // The lost connection and the redial that found no driver are both Unavailable, as
+    // grpc-go reports them to upstream's `csi_operations_seconds`, never Unknown.
+    let publish_codes: Vec<String> = v
+        .node
+        .metrics_text()
+        .lines()
+        .filter(|l| l.starts_with("csi_operations_seconds_count{"))
+        .filter(|l| l.contains("method_name=\"/csi.v1.Node/NodePublishVolume\""))
+        .map(String::from)
+        .collect();
+    assert_eq!(publish_codes.len(), 1, "{publish_codes:?}");
+    assert!(
+        publish_codes[0].contains("grpc_status_code=\"Unavailable\"")
+            && publish_codes[0].ends_with(" 2"),
+        "{publish_codes:?}"
+    );
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! CSI v1 client for one driver: one lazily connected gRPC channel over the driver's Unix
+//! CSI v1 client for one driver: one lazily dialled HTTP/2 connection to the driver's Unix
 //! socket, reused for every RPC (upstream dials per RPC) and closed once it has been idle for
 //! the host's `idleConnectionSeconds` (a node with many drivers would otherwise hold a socket
 //! and its HTTP/2 buffers per driver forever), with node capabilities cached per connection so
@@ -13,12 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
+use crate::csi::connection::{ConnectFailed, Connection};
 use crate::csi::proto::csi;
 use crate::csi::proto::csi::node_client::NodeClient;
 use crate::error::{Error, ErrorKind, Result};
@@ -37,16 +35,6 @@ const NODE_EXPAND_VOLUME: &str = "/csi.v1.Node/NodeExpandVolume";
 
 /// Linux `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
-
-/// HTTP/2 flow-control windows sized for CSI's messages, which are small: the protocol's
-/// initial 64 KiB, the smallest window grpc-go's `WithInitialWindowSize` accepts, instead of
-/// hyper's bulk-transfer defaults (2 MiB per stream, 5 MiB per connection) that let a driver
-/// make kcsi buffer megabytes per connection. A larger message still passes, a window at a time.
-const WINDOW: u32 = 65_535;
-
-/// Requests that may wait for the connection at once; more wait for room. The kubelet runs
-/// at most a few dozen operations per driver at a time.
-const QUEUE: usize = 64;
 
 /// What `NodeGetInfo` reported.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,34 +105,38 @@ struct Inner {
     metrics: CsiRecorder,
 }
 
-/// The open channel, if any, and what decides when it is idle.
+/// The open connection, if any, and what decides when it is idle.
 struct Conn {
-    channel: Option<Channel>,
-    /// RPCs holding the channel; it is never closed under them.
+    connection: Option<Connection>,
+    /// RPCs holding the connection; it is never closed under them.
     in_flight: usize,
     last_used: Instant,
 }
 
-/// One RPC's hold on the channel: while any is held the connection stays open, and the last
+/// One RPC's hold on the connection: while any is held it stays open, and the last
 /// one released starts the idle clock.
 struct Lease<'a>(&'a Arc<Inner>);
 
 impl<'a> Lease<'a> {
-    /// The channel for one RPC, opened if the last one was closed for idleness; a new channel
-    /// gets a task that closes it once it has been idle long enough. Must run inside the runtime.
-    fn take(inner: &'a Arc<Inner>) -> (Channel, Lease<'a>) {
+    /// The connection for one RPC, a new one if the last was closed for idleness, failed to
+    /// dial or broke; a new connection gets a task that closes it once it has been idle long
+    /// enough. Must run inside the runtime.
+    fn take(inner: &'a Arc<Inner>) -> (Connection, Lease<'a>) {
         let mut conn = inner.conn();
         conn.in_flight += 1;
-        let channel = match &conn.channel {
-            Some(channel) => channel.clone(),
-            None => {
-                let channel = inner.open();
-                conn.channel = Some(channel.clone());
-                tokio::spawn(close_when_idle(Arc::downgrade(inner)));
-                channel
+        let connection = match &conn.connection {
+            Some(connection) if !connection.is_done() => connection.clone(),
+            open => {
+                let closer = open.is_none();
+                let connection = Connection::lazy(&inner.socket, inner.connections.clone());
+                conn.connection = Some(connection.clone());
+                if closer {
+                    tokio::spawn(close_when_idle(Arc::downgrade(inner)));
+                }
+                connection
             }
         };
-        (channel, Lease(inner))
+        (connection, Lease(inner))
     }
 }
 
@@ -160,33 +152,10 @@ impl Inner {
     fn conn(&self) -> MutexGuard<'_, Conn> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
-
-    /// A lazily connecting channel to the socket. Windows and queue as [`WINDOW`] and
-    /// [`QUEUE`] say. The URI is required by the HTTP/2 layer but never resolved: the
-    /// connector dials the socket. Authority "localhost" as upstream uses.
-    fn open(&self) -> Channel {
-        let path = self.socket.clone();
-        let counter = self.connections.clone();
-        Endpoint::from_static("http://localhost")
-            .initial_stream_window_size(WINDOW)
-            .initial_connection_window_size(WINDOW)
-            .buffer_size(QUEUE)
-            .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
-                let path = path.clone();
-                let counter = counter.clone();
-                async move {
-                    let stream = UnixStream::connect(&path)
-                        .await
-                        .map_err(|e| ConnectFailed(dial_error(&path, &e)))?;
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    Ok::<_, ConnectFailed>(TokioIo::new(stream))
-                }
-            }))
-    }
 }
 
-/// Drops the channel once no RPC has held it for `idle`; hyper then closes the connection.
-/// Holds the client weakly: a dropped client takes its channel with it.
+/// Drops the connection once no RPC has held it for `idle`; hyper then closes it.
+/// Holds the client weakly: a dropped client takes its connection with it.
 async fn close_when_idle(inner: Weak<Inner>) {
     loop {
         let wake = {
@@ -199,7 +168,7 @@ async fn close_when_idle(inner: Weak<Inner>) {
             } else if due > now {
                 due
             } else {
-                conn.channel = None;
+                conn.connection = None;
                 tracing::debug!(driver = %inner.driver, idle = ?inner.idle, "closed the idle connection to the CSI driver");
                 crate::runtime::release_memory_soon();
                 return;
@@ -208,19 +177,6 @@ async fn close_when_idle(inner: Weak<Inner>) {
         tokio::time::sleep_until(wake).await;
     }
 }
-
-/// Marks errors that happened before any driver answered, so they are never taken for a
-/// status the driver returned.
-#[derive(Debug)]
-struct ConnectFailed(String);
-
-impl std::fmt::Display for ConnectFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConnectFailed {}
 
 impl CsiClient {
     /// A client for `driver` at `endpoint` that records its RPCs in `telemetry` and closes its
@@ -238,7 +194,7 @@ impl CsiClient {
                 socket,
                 idle,
                 conn: Mutex::new(Conn {
-                    channel: None,
+                    connection: None,
                     in_flight: 0,
                     last_used: Instant::now(),
                 }),
@@ -277,7 +233,7 @@ impl CsiClient {
     where
         Req: std::fmt::Debug,
         T: std::fmt::Debug,
-        F: Fn(NodeClient<Channel>, std::time::Duration) -> Fut,
+        F: Fn(NodeClient<Connection>, std::time::Duration) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
     {
         let short = short_name(method);
@@ -291,9 +247,10 @@ impl CsiClient {
                 self.record(method, volume_id, NON_GRPC, start);
                 return Err(self.timeout(short));
             }
-            let (channel, lease) = Lease::take(&self.inner);
+            let (connection, lease) = Lease::take(&self.inner);
             let result =
-                tokio::time::timeout_at(deadline, rpc(NodeClient::new(channel), remaining)).await;
+                tokio::time::timeout_at(deadline, rpc(NodeClient::new(connection), remaining))
+                    .await;
             drop(lease);
             match result {
                 Err(_) => {
@@ -597,7 +554,7 @@ fn short_name(method: &str) -> &str {
 
 /// grpc-go's dial failure text, which names the OS cause as Go does
 /// (`dial unix /x.sock: connect: no such file or directory`).
-fn dial_error(path: &Path, err: &std::io::Error) -> String {
+pub(crate) fn dial_error(path: &Path, err: &std::io::Error) -> String {
     let cause = match err.raw_os_error() {
         Some(errno) => go_errno_text(errno),
         None => err.to_string(),

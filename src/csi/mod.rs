@@ -5,6 +5,7 @@
 //! plugin watcher) is the node agent's (`crate::node`). Nothing here knows Kubernetes API types
 //! or the host.
 
+mod connection;
 pub mod csi_client;
 pub mod driver_store;
 pub mod proto;
