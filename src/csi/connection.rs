@@ -101,9 +101,10 @@ impl Shared {
                 ))
             })?;
         self.dials.fetch_add(1, Ordering::SeqCst);
+        let socket = self.socket.clone();
         tokio::spawn(async move {
             if let Err(e) = connection.await {
-                tracing::debug!("CSI driver connection ended: {e}");
+                tracing::debug!(socket = %socket.display(), "the connection to the CSI driver ended: {e}");
             }
         });
         Ok(sender)

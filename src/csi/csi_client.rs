@@ -126,8 +126,9 @@ impl<'a> Lease<'a> {
         conn.in_flight += 1;
         let connection = match &conn.connection {
             Some(connection) if !connection.is_done() => connection.clone(),
-            open => {
-                let closer = open.is_none();
+            previous => {
+                // A replaced connection's idle closer is still running and serves the new one.
+                let closer = previous.is_none();
                 let connection = Connection::lazy(&inner.socket, inner.connections.clone());
                 conn.connection = Some(connection.clone());
                 if closer {
