@@ -59,8 +59,8 @@ build_from_archive() {
   work=$(mktemp -d "$KCSI_PEERS_CACHE/.archive-$name-XXXXXX")
   # Chained with && : this runs where errexit is off (build_from_archive ... && ...).
   tar -xzf "$KCSI_PEER_ARCHIVES/$archive.tar.gz" -C "$work" >>"$log" 2>&1 &&
-    (cd "$work/$archive" && GOFLAGS=-mod=vendor CGO_ENABLED=0 \
-      "$GO" build -trimpath -ldflags "$stamp" -o "$out" "$pkg") >>"$log" 2>&1
+    (cd "$work/$archive" && GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=vendor" CGO_ENABLED=0 \
+      "$GO" build -ldflags "$stamp" -o "$out" "$pkg") >>"$log" 2>&1
   local rc=$?
   rm -rf "$work"
   return $rc
@@ -112,7 +112,7 @@ build_one() {
                  ldflags="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" ;;
       *) ldflags=$(kcsi_peer_var "$name" STAMP) ;;
     esac
-    GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" "$GO" build -trimpath -ldflags "$ldflags" -o "$work/$bin" "$pkg"
+    GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" "$GO" build -ldflags "$ldflags" -o "$work/$bin" "$pkg"
   ) >"$log" 2>&1
   local rc=$?
   set -e
