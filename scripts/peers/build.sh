@@ -59,8 +59,8 @@ build_from_archive() {
   work=$(mktemp -d "$KCSI_PEERS_CACHE/.archive-$name-XXXXXX")
   # Chained with && : this runs where errexit is off (build_from_archive ... && ...).
   tar -xzf "$KCSI_PEER_ARCHIVES/$archive.tar.gz" -C "$work" >>"$log" 2>&1 &&
-    (cd "$work/$archive" && GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=vendor" CGO_ENABLED=0 \
-      "$GO" build -ldflags "$stamp" -o "$out" "$pkg") >>"$log" 2>&1
+    (cd "$work/$archive" && GOFLAGS=-mod=vendor CGO_ENABLED=0 \
+      "$GO" build -trimpath -ldflags "$stamp" -o "$out" "$pkg") >>"$log" 2>&1
   local rc=$?
   rm -rf "$work"
   return $rc
@@ -112,6 +112,11 @@ build_one() {
                  ldflags="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" ;;
       *) ldflags=$(kcsi_peer_var "$name" STAMP) ;;
     esac
+    # Without -trimpath, as the kubelet-e2e binary and the volumeplugin tests are built: the flag
+    # is part of a package's build-cache key, and the ~1 450 packages kube-apiserver shares with
+    # the kubelet compile once per cold run only when both builds agree on it. Without it the
+    # key holds the package's directory, the same module-cache path for every build here; with
+    # it, two checkouts would share the cgo binding compiled with the first one's -L path.
     GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod" "$GO" build -ldflags "$ldflags" -o "$work/$bin" "$pkg"
   ) >"$log" 2>&1
   local rc=$?

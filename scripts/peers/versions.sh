@@ -8,11 +8,6 @@ export GOTOOLCHAIN=local
 KCSI_GO=${KCSI_GO:-$(command -v go || echo /usr/local/go/bin/go)}
 KCSI_GO_VERSION=$("$KCSI_GO" env GOVERSION)
 KCSI_PEERS_CACHE=${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}
-# Every Go build here (the peers, the kubelet-e2e binary, the volumeplugin tests and benchmarks)
-# uses -trimpath: it is part of a package's build-cache key, and with one setting everywhere the
-# ~1 450 packages the kubelet shares with kube-apiserver and the mock driver compile once per
-# cold run instead of twice.
-case " ${GOFLAGS:-} " in *" -trimpath "*) ;; *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath" ;; esac
 
 KCSI_PEERS=(hostpath registrar sanity etcd apiserver mockdriver faultdriver attacher resizer)
 # What tests use and build by default. The kubernetes-csi peers (hostpath, registrar, sanity)
