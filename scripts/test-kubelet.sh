@@ -7,8 +7,8 @@
 #   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmarks (default 32; 0 skips them)
 #   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's tests (make bench-kubelet)
 #   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
-# The e2e binary links the whole kubelet (~2 min on 2 cores at first, after the peers): scripts/kubelet-e2e-bin.sh
-# builds and caches it.
+# The e2e binary links the whole kubelet (~2 min on 2 cores at first, after the peers):
+# scripts/kubelet-e2e-bin.sh builds and caches it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
