@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Keeps docs/c-api.md true to include/kcsi.h: every exported function and every result code
 # (with its number) appears in both, and the docs name no function the header lacks. Keeps
-# README.md true to the tree: every file, test and make target it names in `code` exists.
+# README.md and docs/performance.md true to the tree: every file, test and make target they name
+# in `code` exists.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 header=include/kcsi.h doc=docs/c-api.md
@@ -21,10 +22,11 @@ done < <(grep -oE '^#define (KCSI_OK|KCSI_ERR_[A-Z_]+) [0-9]+' "$header" | cut -
 
 [ $bad = 0 ] && echo "docs/c-api.md matches include/kcsi.h"
 
-# README.md: paths (`scripts/test.sh`, `tests/peer_smoke.rs`, a bare `volume_mounter.rs`), test
-# names (`test_...`, `Test...`, and Rust tests, snake_case with four or more words) and
-# `make TARGET`, each checked against the tree.
-python3 - README.md <<'PY' || bad=1
+# README.md, docs/performance.md: paths (`scripts/test.sh`, `tests/peer_smoke.rs`, a bare
+# `volume_mounter.rs`), test names (`test_...`, `Test...`, and Rust tests, snake_case with four
+# or more words) and `make TARGET`, each checked against the tree.
+for readme in README.md docs/performance.md; do
+python3 - "$readme" <<'PY' || bad=1
 import os, re, subprocess, sys
 readme = sys.argv[1]
 text = open(readme).read()
@@ -72,4 +74,5 @@ if not problems:
     print(f"{readme}: every file, test and make target it names exists")
 sys.exit(1 if problems else 0)
 PY
+done
 exit $bad
