@@ -431,6 +431,53 @@ impl Beneath {
         Ok(temp)
     }
 
+    /// Moves the file at `path` to the new name `tmp` and returns it open for writing, with its
+    /// length, when it is a plain file kcsi could have written there: a regular file with no
+    /// other link, owned by this process's user and group, its mode within `rw-rw-rw-`, at most
+    /// `limit` bytes. A file that is done with, kept as a blank for [`Beneath::fill_blank`].
+    /// `None` leaves anything else at `path` untouched (missing, a symlink, a directory, a
+    /// device or FIFO, a hard link) for the caller to remove; it is looked at through an
+    /// `O_PATH` handle, never opened for writing.
+    pub fn take_file(&self, path: &Path, tmp: &Path, limit: u64) -> Result<Option<(File, u64)>> {
+        const TAKE_FAILED: &str = "failed to keep a volume data file as a blank";
+        let (rel, rel_tmp) = (self.rel(path)?, self.rel(tmp)?);
+        let stat = |fd: &OwnedFd| rustix::fs::fstat(fd).ok();
+        let Some(Ok(handle)) = self.probe(rel, OFlags::NOFOLLOW) else {
+            return Ok(None);
+        };
+        let Some(st) = stat(&handle) else {
+            return Ok(None);
+        };
+        let plain = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+            && st.st_nlink == 1
+            && st.st_uid == rustix::process::geteuid().as_raw()
+            && st.st_gid == rustix::process::getegid().as_raw()
+            && st.st_mode & 0o7777 & !0o666 == 0
+            && u64::try_from(st.st_size).is_ok_and(|n| n <= limit);
+        if !plain {
+            return Ok(None);
+        }
+        self.root
+            .rename(rel, rel_tmp, RenameFlags::RENAME_NOREPLACE)
+            .map_err(|e| self.error(TAKE_FAILED, path, &e))?;
+        // `tmp` is a new name in kcsi's own temp dir: what is there is what was checked, unless
+        // it was replaced at `path` between the two calls. Then it goes, as the removal this
+        // stands in for would have removed it.
+        let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let file = match self.open_in_root(rel_tmp, flags) {
+            Some(Ok(fd))
+                if stat(&fd).is_some_and(|s| (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino)) =>
+            {
+                File::from(fd)
+            }
+            _ => {
+                self.remove_dir(tmp, TAKE_FAILED)?;
+                return Ok(None);
+            }
+        };
+        Ok(Some((file, st.st_size as u64)))
+    }
+
     /// Creates the new file `tmp` exclusively, mode 0666 less the umask (Go's `os.Create`);
     /// messages name `path`, the file it is written for.
     fn create_exclusive(&self, tmp: &Path, path: &Path) -> Result<File> {

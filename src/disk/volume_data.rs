@@ -39,7 +39,7 @@ pub fn temp_dir(root: &Path) -> PathBuf {
 }
 
 /// Far above what kcsi writes (a few hundred bytes); a bigger file is not kcsi's.
-const MAX_FILE_SIZE: u64 = 1 << 20;
+pub(super) const MAX_FILE_SIZE: u64 = 1 << 20;
 
 pub mod keys {
     pub const SPEC_VOL_ID: &str = "specVolID";
@@ -301,7 +301,7 @@ pub fn get<'a>(data: &'a VolumeData, key: &str, dir: &Path) -> Result<&'a str> {
 /// then kcsi's temp files and `<parent>/vol_data.json`, then the parent. A mounted path is left
 /// alone (not an error): removing it would lose the data needed to unmount it later. Each step
 /// tolerates what an interrupted earlier teardown already removed.
-pub fn remove_mount_dir(fs: &Beneath, mount_path: &Path) -> Result<()> {
+pub fn remove_mount_dir(fs: &Beneath, blanks: &Blanks, mount_path: &Path) -> Result<()> {
     let entry = fs.entry(mount_path)?;
     if entry != Entry::Missing && is_mount_point(mount_path)? {
         tracing::warn!(
@@ -312,16 +312,20 @@ pub fn remove_mount_dir(fs: &Beneath, mount_path: &Path) -> Result<()> {
     }
     fs.remove_entry(mount_path, entry, "failed to remove dir")?;
     match mount_path.parent() {
-        Some(parent) => remove_volume_data_dir(fs, parent),
+        Some(parent) => remove_volume_data_dir(fs, blanks, parent),
         None => Ok(()),
     }
 }
 
-/// Removes kcsi's temp files and `vol_data.json` in `dir`, then `dir` (which must then be
-/// empty).
-pub fn remove_volume_data_dir(fs: &Beneath, dir: &Path) -> Result<()> {
+/// Removes kcsi's temp files and `vol_data.json` in `dir` (the file kept as one of `blanks`
+/// when there is room), then `dir` (which must then be empty).
+pub fn remove_volume_data_dir(fs: &Beneath, blanks: &Blanks, dir: &Path) -> Result<()> {
     remove_temp_files(fs, dir, Writers::All)?;
-    fs.remove_file(&dir.join(FILE_NAME), "failed to delete volume data file")?;
+    blanks.recycle(
+        fs,
+        &dir.join(FILE_NAME),
+        "failed to delete volume data file",
+    )?;
     fs.remove_dir(dir, "failed to delete volume path")
 }
 
@@ -473,7 +477,7 @@ pub(crate) mod tests {
         fs::remove_file(dir.join("other")).unwrap();
         fs::create_dir(dir.join("mount")).unwrap();
         assert!(!only_leftovers(&fs, &dir, None).unwrap());
-        remove_mount_dir(&fs, &dir.join("mount")).unwrap();
+        remove_mount_dir(&fs, &Blanks::none(), &dir.join("mount")).unwrap();
         assert!(!dir.exists());
     }
 
@@ -615,7 +619,7 @@ pub(crate) mod tests {
             ErrorKind::FailedPrecondition
         );
         std::os::unix::fs::symlink(outside.path(), dir.join("mount")).unwrap();
-        assert!(remove_mount_dir(&fs, &dir.join("mount")).is_err());
+        assert!(remove_mount_dir(&fs, &Blanks::none(), &dir.join("mount")).is_err());
         assert!(fs
             .check_no_symlink(&dir.join("mount/x"), "NodePublish")
             .is_err());

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::disk::beneath::{Beneath, Entry};
+use crate::disk::blanks::Blanks;
 use crate::disk::inventory::{self, Kind};
 use crate::disk::paths::attachment_name;
 use crate::disk::volume_data::{self, keys, VolumeData};
@@ -204,14 +205,14 @@ pub async fn mount_device(
     let synced = match staged.and_then(|s| s.place(&fs)) {
         Ok(sync) => sync,
         Err(e) => {
-            cleanup_global_mount(&fs, &dmp);
+            cleanup_global_mount(&fs, &host.blanks, &dmp);
             return Err(e.context(csi_log!("failed to save volume info data")));
         }
     };
     // The global mount dir only after the file, so a volume without the file never has one
     // that kcsi made (see `volume_data::only_leftovers`).
     if let Err(e) = volume_data::make_dirs(&fs, &dmp) {
-        cleanup_global_mount(&fs, &dmp);
+        cleanup_global_mount(&fs, &host.blanks, &dmp);
         return Err(e.context(csi_log!("attacher.MountDevice")));
     }
     if !caps.stage_unstage {
@@ -238,7 +239,7 @@ pub async fn mount_device(
     let stage = op.node_stage(src, &dmp, publish_context, capability, secrets);
     if let Err(e) = with_dir_sync(synced, stage).await {
         if !e.is_uncertain() {
-            cleanup_global_mount(&fs, &dmp);
+            cleanup_global_mount(&fs, &host.blanks, &dmp);
         }
         return Err(e);
     }
@@ -256,8 +257,8 @@ pub async fn mount_device(
 
 /// After a final MountDevice error: globalmount, vol_data.json and the sha dir go, unless
 /// something is mounted there (then they are needed to unmount it later).
-fn cleanup_global_mount(fs: &Beneath, dmp: &Path) {
-    if let Err(e) = volume_data::remove_mount_dir(fs, dmp) {
+fn cleanup_global_mount(fs: &Beneath, blanks: &Blanks, dmp: &Path) {
+    if let Err(e) = volume_data::remove_mount_dir(fs, blanks, dmp) {
         tracing::error!(
             "{}",
             csi_log!(
@@ -286,7 +287,7 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
                 csi_log!("attacher.UnmountDevice skipped because volume data file is missing: {e}")
             );
             if volume_data::only_leftovers(&fs, data_dir, None)? {
-                remove_global_mount(&fs, &dmp)?;
+                remove_global_mount(&fs, &host.blanks, &dmp)?;
             }
             return Ok(());
         }
@@ -344,11 +345,11 @@ async fn unstage(
     } else {
         tracing::info!("{}", csi_log!("attacher.UnmountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice..."));
     }
-    remove_global_mount(fs, dmp)
+    remove_global_mount(fs, &host.blanks, dmp)
 }
 
-fn remove_global_mount(fs: &Beneath, dmp: &Path) -> Result<()> {
-    volume_data::remove_mount_dir(fs, dmp).map_err(|e| {
+fn remove_global_mount(fs: &Beneath, blanks: &Blanks, dmp: &Path) -> Result<()> {
+    volume_data::remove_mount_dir(fs, blanks, dmp).map_err(|e| {
         e.context(csi_log!(
             "failed to clean up global mount {}",
             dmp.display()

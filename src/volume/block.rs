@@ -23,6 +23,7 @@ use serde_json::json;
 use crate::csi::csi_client::NodeCapabilities;
 use crate::csi::proto::csi;
 use crate::disk::beneath::{Beneath, Entry};
+use crate::disk::blanks::Blanks;
 use crate::disk::paths::{attachment_name, BlockPaths};
 use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
@@ -88,7 +89,7 @@ impl BlockMapper {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         if let Err(e) = volume_data::save(&fs, &host.blanks, &paths.data_dir, &data) {
-            let clean = volume_data::remove_volume_data_dir(&fs, &paths.data_dir)
+            let clean = volume_data::remove_volume_data_dir(&fs, &host.blanks, &paths.data_dir)
                 .and_then(|()| fs.remove_dir(&paths.volume_dir, "failed to delete volume dir"));
             if let Err(clean) = clean {
                 tracing::error!(
@@ -225,7 +226,7 @@ impl BlockMapper {
         let stage = op.node_stage(src, staging, publish_context, capability, secrets);
         if let Err(e) = stage.await {
             if !e.is_uncertain() {
-                if let Err(clean) = cleanup_orphan_device_files(&fs, &self.paths) {
+                if let Err(clean) = cleanup_orphan_device_files(&fs, &host.blanks, &self.paths) {
                     tracing::error!("{}", csi_log!("blockMapper.SetUpDevice failed to clean up after a final error: {clean}"));
                 }
             }
@@ -415,7 +416,7 @@ impl BlockUnmapper {
                 fs.remove_all_one_filesystem(staging)?;
             }
         }
-        if let Err(e) = cleanup_orphan_device_files(&fs, &self.paths) {
+        if let Err(e) = cleanup_orphan_device_files(&fs, &host.blanks, &self.paths) {
             tracing::debug!(
                 "{}",
                 csi_log!("Failed to clean up block volume directory {e}")
@@ -428,7 +429,7 @@ impl BlockUnmapper {
 /// Upstream `cleanupOrphanDeviceFiles`: the (empty) publish dir, the staging path, and
 /// everything under `volumeDevices/<spec>` — never crossing a mount point. `data/vol_data.json`
 /// goes last, so an interrupted cleanup can be retried with a new unmapper.
-fn cleanup_orphan_device_files(fs: &Beneath, paths: &BlockPaths) -> Result<()> {
+fn cleanup_orphan_device_files(fs: &Beneath, blanks: &Blanks, paths: &BlockPaths) -> Result<()> {
     fs.remove_dir(
         &paths.publish_dir,
         &csi_log!("failed to remove publish directory"),
@@ -443,7 +444,7 @@ fn cleanup_orphan_device_files(fs: &Beneath, paths: &BlockPaths) -> Result<()> {
             fs.remove_all_one_filesystem(&path)?;
         }
     }
-    volume_data::remove_volume_data_dir(fs, &paths.data_dir)?;
+    volume_data::remove_volume_data_dir(fs, blanks, &paths.data_dir)?;
     fs.remove_dir(&paths.volume_dir, &csi_log!("failed to delete volume dir"))
 }
 

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::csi::proto::csi::NodePublishVolumeRequest;
 use crate::csi::proto::TOKENS_KEY;
 use crate::disk::beneath::Beneath;
+use crate::disk::blanks::Blanks;
 use crate::disk::paths::{attachment_name, ephemeral_volume_handle};
 use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
@@ -198,7 +199,7 @@ impl Mounter {
             Ok(sync) => sync,
             Err(e) => {
                 // Final, as upstream's SetUpAt returns the save error itself.
-                self.clean_up(&fs);
+                self.clean_up(&fs, &host.blanks);
                 return Err(e
                     .context(csi_log!("mounter.SetUpAt failed to save volume info data"))
                     .with_class(ErrorClass::Final));
@@ -229,7 +230,7 @@ impl Mounter {
         let client = op.client();
         if let Err(e) = with_dir_sync(synced, client.node_publish(req, op.deadline)).await {
             if e.class() == ErrorClass::Final && !args.reconstructed_volume && !args.is_remount {
-                self.clean_up(&fs);
+                self.clean_up(&fs, &host.blanks);
             }
             return Err(e);
         }
@@ -351,8 +352,8 @@ impl Mounter {
     }
 
     /// Upstream `removeMountDir` after a failed SetUp: leaves a mounted target alone.
-    fn clean_up(&self, fs: &Beneath) {
-        if let Err(e) = volume_data::remove_mount_dir(fs, &self.path) {
+    fn clean_up(&self, fs: &Beneath, blanks: &Blanks) {
+        if let Err(e) = volume_data::remove_mount_dir(fs, blanks, &self.path) {
             tracing::error!(
                 "{}",
                 csi_log!(
@@ -489,12 +490,13 @@ impl Unmounter {
         let dir = self.path.parent().unwrap_or(&self.path);
         let _volume = host.volume_locks.lock(dir).await;
         let clean = || -> Result<()> {
-            volume_data::remove_mount_dir(&*host.layout.beneath()?, &self.path).map_err(|e| {
-                e.context(csi_log!(
-                    "Unmounter.TearDownAt failed to clean mount dir [{}]",
-                    self.path.display()
-                ))
-            })
+            volume_data::remove_mount_dir(&*host.layout.beneath()?, &host.blanks, &self.path)
+                .map_err(|e| {
+                    e.context(csi_log!(
+                        "Unmounter.TearDownAt failed to clean mount dir [{}]",
+                        self.path.display()
+                    ))
+                })
         };
         let Some((driver, volume_handle)) = &self.volume else {
             if !volume_data::only_leftovers(&*host.layout.beneath()?, dir, None)? {
