@@ -437,7 +437,8 @@ impl Beneath {
     /// `limit` bytes. A file that is done with, kept as a blank for [`Beneath::fill_blank`].
     /// `None` leaves anything else at `path` untouched (missing, a symlink, a directory, a
     /// device or FIFO, a hard link) for the caller to remove; it is looked at through an
-    /// `O_PATH` handle, never opened for writing.
+    /// `O_PATH` handle, never opened for writing. `None` also when something replaced the file
+    /// between the check and the rename: what was moved is removed then.
     pub fn take_file(&self, path: &Path, tmp: &Path, limit: u64) -> Result<Option<(File, u64)>> {
         const TAKE_FAILED: &str = "failed to keep a volume data file as a blank";
         let (rel, rel_tmp) = (self.rel(path)?, self.rel(tmp)?);

@@ -91,7 +91,7 @@ impl Blanks {
 
     /// Removes `path`, a `vol_data.json` its volume is done with, as [`Beneath::remove_file`]
     /// does (`what` names the failure), or keeps it as a blank while the pool has room and it
-    /// is a regular file with no other link ([`Beneath::take_file`]): renamed into the temp
+    /// is a plain file kcsi could have written ([`Beneath::take_file`]): renamed into the temp
     /// dir, it is as a removed file for everything else.
     pub fn recycle(&self, fs: &Beneath, path: &Path, what: &str) -> Result<()> {
         if let Some(pool) = self.pool.as_ref().filter(|p| p.has_room()) {
