@@ -629,6 +629,11 @@ mod tests {
         }
         assert_eq!(std::fs::read_to_string(&other).unwrap(), "theirs");
         assert_eq!(std::fs::metadata(&other).unwrap().nlink(), 1);
+        // The same pool keeps a plain file: the ones above were refused, not crowded out.
+        let dir = dir_with_file(r, "plain", write);
+        let plain = std::fs::metadata(dir.join(FILE_NAME)).unwrap().ino();
+        volume_data::remove_volume_data_dir(&fs, &blanks, &dir).unwrap();
+        assert!(inodes(r).contains(&plain), "a plain file is kept");
     }
 
     #[test]
