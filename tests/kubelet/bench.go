@@ -231,8 +231,8 @@ func (b benchRuns) run(ctx context.Context, n *node, count int, kind string) int
 }
 
 // print prints each configuration's figures, the plugins side by side: the median and, over
-// several runs, the range.
-func (b benchRuns) print() {
+// several runs, the range; apiQPS is the kubelets' kubeAPIQPS (0: the default).
+func (b benchRuns) print(apiQPS int) {
 	if len(b) == 0 {
 		return
 	}
@@ -241,7 +241,11 @@ func (b benchRuns) print() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fmt.Printf("\nbenchmark: pods created at once, then deleted at once (same run, same machine; median (the lower of two) [min-max] over the runs)\n")
+	limit := "the kubelet's API client at its default 50 QPS, burst 100"
+	if apiQPS > 0 {
+		limit = fmt.Sprintf("the kubelet's API client at %d QPS, burst %d", apiQPS, 2*apiQPS)
+	}
+	fmt.Printf("\nbenchmark: pods created at once, then deleted at once (same run, same machine, %s; median (the lower of two) [min-max] over the runs)\n", limit)
 	for _, k := range keys {
 		fmt.Printf("  %s\n", k)
 		for _, p := range plugins {

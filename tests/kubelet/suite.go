@@ -39,7 +39,9 @@ func runSuite(args []string) error {
 	only := fs.String("scenarios", "", "comma-separated scenarios to run (default: all; none: only the benchmarks)")
 	bench := fs.String("bench", "32", "pods in the start/teardown benchmarks, comma-separated counts (0: skip them)")
 	rounds := fs.Int("bench-rounds", 1, "rounds of the filesystem and block benchmarks, the plugins in ABBA order")
-	volumes := fs.String("bench-volumes", "fs", "volume kinds of the ABBA benchmarks: fs, block (attach always runs once per plugin)")
+	volumes := fs.String("bench-volumes", "fs", "volume kinds of the ABBA benchmarks: fs, block")
+	benchAttach := fs.Bool("bench-attach", true, "also the attach-required benchmark, once per plugin")
+	apiQPS := fs.Int("kubelet-api-qps", 0, "the kubelet's kubeAPIQPS, burst twice that (0: its defaults, 50 and 100)")
 	keep := fs.Bool("keep", false, "keep the work directory")
 	show := fs.Bool("show", false, "print every observation, not only the differences")
 	if err := fs.Parse(args); err != nil {
@@ -109,6 +111,9 @@ func runSuite(args []string) error {
 	for _, plugin := range plugins {
 		obs[plugin], errs[plugin] = map[string]*observation{}, map[string]error{}
 		n := s.newNode(plugin)
+		if *apiQPS > 0 {
+			n.kubeletArgs = append(n.kubeletArgs, fmt.Sprintf("-api-qps=%d", *apiQPS))
+		}
 		if _, err := s.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
@@ -131,7 +136,9 @@ func runSuite(args []string) error {
 		}
 		// Attaching needs this plugin's attach/detach controller, and only one may run.
 		for _, count := range counts {
-			benchErrors += runs.run(ctx, n, count, "attach")
+			if *benchAttach {
+				benchErrors += runs.run(ctx, n, count, "attach")
+			}
 		}
 		n.attach.stop()
 		n.attach = nil
@@ -161,7 +168,7 @@ func runSuite(args []string) error {
 	}
 
 	failed := report(selected, obs, errs, *show)
-	runs.print()
+	runs.print(*apiQPS)
 	fmt.Printf("\nsuite time %.1f s\n", time.Since(started).Seconds())
 	if failed > 0 || benchErrors > 0 {
 		return fmt.Errorf("%d scenario(s) failed or differ from upstream, %d benchmark run(s) failed (logs kept in %s: run with -keep)", failed, benchErrors, s.work)
