@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::beneath::Beneath;
-use super::volume_data::{blank_name, temp_dir, MAX_FILE_SIZE};
+use super::volume_data::{blank_name, make_temp_dir, temp_dir, MAX_FILE_SIZE};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Blanks kept ready: a kubelet's operations mostly come one or two at a time; a burst beyond
@@ -272,7 +272,7 @@ impl Pool {
         }
         let fs = Beneath::open_existing(&self.root)?;
         let dir = temp_dir(&self.root);
-        fs.mkdir_all(&dir, 0o700)?;
+        make_temp_dir(&fs)?;
         while self.saves.load(Ordering::Acquire) == quiet {
             let Some(len) = self.len_to_make() else {
                 break;

@@ -38,6 +38,16 @@ pub fn temp_dir(root: &Path) -> PathBuf {
     Layout::new(root).plugin_dir().join(TEMP_DIR_NAME)
 }
 
+/// Makes [`temp_dir`], private, under a plugin dir made as the kubelet makes it (0750): when
+/// kcsi gets there first, the plugin dir must not be left private.
+pub fn make_temp_dir(fs: &Beneath) -> Result<bool> {
+    let dir = temp_dir(fs.root_path());
+    if let Some(plugin_dir) = dir.parent() {
+        fs.mkdir_all(plugin_dir, 0o750)?;
+    }
+    fs.mkdir_all(&dir, 0o700)
+}
+
 /// Far above what kcsi writes (a few hundred bytes); a bigger file is not kcsi's.
 pub(super) const MAX_FILE_SIZE: u64 = 1 << 20;
 
@@ -173,7 +183,7 @@ pub fn stage(fs: &Beneath, blank: Option<Blank>, dir: &Path, bytes: Vec<u8>) -> 
     let file = match blank.map(Blank::into_made) {
         // A blank is in the temp dir, so that dir exists.
         Some(b) => Pending::Temp(fs.fill_blank(&path, b.path, b.file, b.len, &bytes)?),
-        None => match fs.mkdir_all(&tmp_dir, 0o700) {
+        None => match make_temp_dir(fs) {
             Ok(_) => Pending::Temp(fs.write_temp(&path, &tmp_dir, &temp_name(), &bytes)?),
             Err(e) => {
                 tracing::warn!("{}", csi_log!("{e}; writing the temp file beside the file"));
@@ -454,6 +464,18 @@ pub(crate) mod tests {
             .mode()
             & 0o777;
         assert_eq!(mode, 0o666 & !umask());
+    }
+
+    #[test]
+    fn a_first_save_makes_the_plugin_dir_0750_and_only_the_temp_dir_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (root, fs, dir) = volume_dir();
+        save(&fs, &Blanks::none(), &dir, &VolumeData::new()).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let tmp = temp_dir(root.path());
+        assert_eq!(mode(&tmp), 0o700 & !umask());
+        // The kubelet's own mode for it (upstream's plugin dir is made by os.MkdirAll 0750).
+        assert_eq!(mode(tmp.parent().unwrap()), 0o750 & !umask());
     }
 
     #[test]
