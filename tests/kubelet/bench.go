@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -18,7 +19,8 @@ import (
 )
 
 type benchResult struct {
-	running, torndown time.Duration
+	running time.Duration
+	teardown
 	// With attach-required volumes: all VolumeAttachments attached, all detached (pods gone
 	// and every VolumeAttachment deleted), and per volume the time from the external-attacher
 	// setting status.attached to the controller's Attach returning, seen as the volume
@@ -62,6 +64,7 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 		}
 		defer seen.stop()
 	}
+	mountsBefore := len(mountPoints(n.root))
 	pods := make([]*v1.Pod, count)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -110,20 +113,77 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 			return r, err
 		}
 	}
-	for _, p := range pods {
-		if err := n.deletePod(ctx, p, 5*time.Minute); err != nil {
-			return r, err
-		}
+	td, err := n.watchTeardown(ctx, pods, mountsBefore, start)
+	if err != nil {
+		return r, err
 	}
-	r.torndown = time.Since(start)
+	r.teardown = td
 	if attach {
 		if err := n.attach.waitDetached(ctx); err != nil {
 			return r, err
 		}
 		r.detached = time.Since(start)
 	}
-	fmt.Printf("[%s] benchmark: %d pods with one %s PVC each Running in %.1f s, torn down in %.1f s\n", n.plugin, count, kind, r.running.Seconds(), r.torndown.Seconds())
+	fmt.Printf("[%s] benchmark: %d pods with one %s PVC each Running in %.1f s; deleted in %.1f s, unmounted in %.1f s, dirs removed in %.1f s (at most %.1f s after their pod)\n",
+		n.plugin, count, kind, r.running.Seconds(), r.gone.Seconds(), r.unmounted.Seconds(), r.torndown.Seconds(), r.dirLag.Seconds())
 	return r, nil
+}
+
+// teardown times a benchmark's teardown from the deletes: until every pod object is gone (the
+// kubelet deletes one once its volumes are unpublished), every mount of the pods' volumes is
+// gone (unpublished and unstaged), and every pod dir is removed (the kubelet's housekeeping
+// does that every 2 s, so a round moves by up to 2 s by its phase); dirLag is the longest a
+// pod's dir outlived its object, which a dir removed in the first pass keeps under 2.1 s.
+type teardown struct {
+	gone, unmounted, torndown, dirLag time.Duration
+}
+
+// watchTeardown polls every 100 ms until the pods, their mounts above mountsBefore under the
+// kubelet's root, and their dirs are gone.
+func (n *node) watchTeardown(ctx context.Context, pods []*v1.Pod, mountsBefore int, start time.Time) (teardown, error) {
+	var t teardown
+	goneAt := map[string]time.Duration{}
+	dirGone := map[string]bool{}
+	err := waitFor(ctx, 5*time.Minute, "the benchmark's pods deleted, unmounted and their dirs removed", func() (bool, error) {
+		list, err := n.s.client.CoreV1().Pods(n.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		now := time.Since(start)
+		listed := map[string]bool{}
+		for _, p := range list.Items {
+			listed[p.Name] = true
+		}
+		done := true
+		for _, p := range pods {
+			if listed[p.Name] {
+				done = false
+				continue
+			}
+			if _, seen := goneAt[p.Name]; !seen {
+				goneAt[p.Name] = now
+				t.gone = max(t.gone, now)
+			}
+			if dirGone[p.Name] {
+				continue
+			}
+			if _, err := statPodDir(n.root, p); err == nil {
+				done = false
+				continue
+			}
+			dirGone[p.Name] = true
+			t.torndown = max(t.torndown, now)
+			t.dirLag = max(t.dirLag, now-goneAt[p.Name])
+		}
+		if t.unmounted == 0 {
+			if len(mountPoints(n.root)) > mountsBefore {
+				return false, nil
+			}
+			t.unmounted = now
+		}
+		return done, nil
+	})
+	return t, err
 }
 
 // attachTimes records when the suite's informers first saw each VolumeAttachment of the node
@@ -245,7 +305,7 @@ func (b benchRuns) print(apiQPS int) {
 	if apiQPS > 0 {
 		limit = fmt.Sprintf("the kubelet's API client at %d QPS, burst %d", apiQPS, 2*apiQPS)
 	}
-	fmt.Printf("\nbenchmark: pods created at once, then deleted at once (same run, same machine, %s; median (the lower of two) [min-max] over the runs)\n", limit)
+	fmt.Printf("\nbenchmark: pods created at once, then deleted at once (same run, same machine, %s; median [min-max] over the runs)\n", limit)
 	for _, k := range keys {
 		fmt.Printf("  %s\n", k)
 		for _, p := range plugins {
@@ -262,10 +322,13 @@ func (b benchRuns) print(apiQPS int) {
 				if len(d) == 1 {
 					return fmt.Sprintf("%5.1f s", d[0].Seconds())
 				}
-				return fmt.Sprintf("%5.1f s [%.1f-%.1f]", d[(len(d)-1)/2].Seconds(), d[0].Seconds(), d[len(d)-1].Seconds())
+				median := (d[(len(d)-1)/2] + d[len(d)/2]) / 2
+				return fmt.Sprintf("%5.1f s [%.1f-%.1f]", median.Seconds(), d[0].Seconds(), d[len(d)-1].Seconds())
 			}
-			fmt.Printf("    %-8s x%d  all Running %s   all torn down %s", p, len(rs),
-				pick(func(r benchResult) time.Duration { return r.running }), pick(func(r benchResult) time.Duration { return r.torndown }))
+			fmt.Printf("    %-8s x%d  all Running %s   all deleted %s   all unmounted %s   all dirs removed %s (%.1f s at most after their pod)", p, len(rs),
+				pick(func(r benchResult) time.Duration { return r.running }), pick(func(r benchResult) time.Duration { return r.gone }),
+				pick(func(r benchResult) time.Duration { return r.unmounted }), pick(func(r benchResult) time.Duration { return r.torndown }),
+				slices.MaxFunc(rs, func(a, b benchResult) int { return cmp.Compare(a.dirLag, b.dirLag) }).dirLag.Seconds())
 			if rs[0].attachReturn != nil {
 				l := rs[0].attachReturn
 				fmt.Printf("   all attached %s   all detached %s\n      status.attached -> in node.status.volumesAttached (Attach returned): median %4.0f ms  p90 %4.0f ms  max %4.0f ms",
