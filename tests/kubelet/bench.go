@@ -125,7 +125,7 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 		r.detached = time.Since(start)
 	}
 	fmt.Printf("[%s] benchmark: %d pods with one %s PVC each Running in %.1f s; deleted in %.1f s, unmounted in %.1f s, dirs removed in %.1f s (at most %.1f s after their pod)\n",
-		n.plugin, count, kind, r.running.Seconds(), r.gone.Seconds(), r.unmounted.Seconds(), r.torndown.Seconds(), r.dirLag.Seconds())
+		n.plugin, count, kind, r.running.Seconds(), r.deleted.Seconds(), r.unmounted.Seconds(), r.dirsRemoved.Seconds(), r.dirLag.Seconds())
 	return r, nil
 }
 
@@ -135,7 +135,7 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 // does that every 2 s, so a round moves by up to 2 s by its phase); dirLag is the longest a
 // pod's dir outlived its object, which a dir removed in the first pass keeps under 2.1 s.
 type teardown struct {
-	gone, unmounted, torndown, dirLag time.Duration
+	deleted, unmounted, dirsRemoved, dirLag time.Duration
 }
 
 // watchTeardown polls every 100 ms until the pods, their mounts above mountsBefore under the
@@ -162,7 +162,7 @@ func (n *node) watchTeardown(ctx context.Context, pods []*v1.Pod, mountsBefore i
 			}
 			if _, seen := goneAt[p.Name]; !seen {
 				goneAt[p.Name] = now
-				t.gone = max(t.gone, now)
+				t.deleted = max(t.deleted, now)
 			}
 			if dirGone[p.Name] {
 				continue
@@ -172,7 +172,7 @@ func (n *node) watchTeardown(ctx context.Context, pods []*v1.Pod, mountsBefore i
 				continue
 			}
 			dirGone[p.Name] = true
-			t.torndown = max(t.torndown, now)
+			t.dirsRemoved = max(t.dirsRemoved, now)
 			t.dirLag = max(t.dirLag, now-goneAt[p.Name])
 		}
 		if t.unmounted == 0 {
@@ -326,8 +326,8 @@ func (b benchRuns) print(apiQPS int) {
 				return fmt.Sprintf("%5.1f s [%.1f-%.1f]", median.Seconds(), d[0].Seconds(), d[len(d)-1].Seconds())
 			}
 			fmt.Printf("    %-8s x%d  all Running %s   all deleted %s   all unmounted %s   all dirs removed %s (%.1f s at most after their pod)", p, len(rs),
-				pick(func(r benchResult) time.Duration { return r.running }), pick(func(r benchResult) time.Duration { return r.gone }),
-				pick(func(r benchResult) time.Duration { return r.unmounted }), pick(func(r benchResult) time.Duration { return r.torndown }),
+				pick(func(r benchResult) time.Duration { return r.running }), pick(func(r benchResult) time.Duration { return r.deleted }),
+				pick(func(r benchResult) time.Duration { return r.unmounted }), pick(func(r benchResult) time.Duration { return r.dirsRemoved }),
 				slices.MaxFunc(rs, func(a, b benchResult) int { return cmp.Compare(a.dirLag, b.dirLag) }).dirLag.Seconds())
 			if rs[0].attachReturn != nil {
 				l := rs[0].attachReturn
