@@ -87,14 +87,16 @@ bench-upstream: build
 	scripts/bench-upstream.sh
 
 ## bench-kubelet: pods to Running and torn down in the real kubelet, kcsi and upstream's plugin
-## side by side (ABBA twice: 4 rounds), 32 and 110 pods, filesystem and block; plus the attach run.
+## side by side (six rounds, each plugin first in three), 32 and 110 pods, filesystem and block,
+## with the rounds compared pair by pair (sign test, median ratio and its 95 % interval); plus
+## the attach run.
 ## Then the same without the attach run and with the kubelet's API rate limit lifted (50 -> 1000
 ## QPS), where the pods wait for the plugins and the driver rather than for the kubelet's client.
 bench-kubelet: build
 	KCSI_KUBELET_GO_TESTS=0 KCSI_KUBELET_BENCH=32,110 \
-	  KCSI_KUBELET_ARGS="-scenarios none -bench-rounds 4 -bench-volumes fs,block" scripts/test-kubelet.sh
+	  KCSI_KUBELET_ARGS="-scenarios none -bench-rounds 6 -bench-volumes fs,block" scripts/test-kubelet.sh
 	KCSI_KUBELET_GO_TESTS=0 KCSI_KUBELET_BENCH=32,110 \
-	  KCSI_KUBELET_ARGS="-scenarios none -bench-rounds 4 -bench-volumes fs,block -bench-attach=false -kubelet-api-qps 1000" \
+	  KCSI_KUBELET_ARGS="-scenarios none -bench-rounds 6 -bench-volumes fs,block -bench-attach=false -kubelet-api-qps 1000" \
 	  scripts/test-kubelet.sh
 
 ## bench-fleet: 20 hollow nodes (the real kubelet, registrar and hostpath driver each) per

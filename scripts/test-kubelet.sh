@@ -5,7 +5,7 @@
 # every scenario also run with upstream's CSI plugin and compared; then the volumeplugin
 # package's own tests against the real hostpath driver.
 #   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmarks (default 32; 0 skips them)
-#   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's tests (make bench-kubelet)
+#   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's and the statistics' tests (make bench-kubelet)
 #   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
 # The e2e binary links the whole kubelet (~2 min on 2 cores at first, after the peers):
 # scripts/kubelet-e2e-bin.sh builds and caches it.
@@ -31,6 +31,8 @@ failed=()
 if [ "${KCSI_KUBELET_GO_TESTS:-1}" != 0 ]; then
   echo "--- volumeplugin: go vet, go test"
   (cd bindings/go/volumeplugin && "$GO" vet ./... && "$GO" test -count=1 ./...) || failed+=(volumeplugin)
+  echo "--- the benchmarks' statistics: go test"
+  (cd tests/kubelet && "$GO" test -count=1 ./stats) || failed+=(stats)
 fi
 echo "--- kubelet-e2e run"
 start=$SECONDS

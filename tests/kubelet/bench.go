@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -272,8 +271,30 @@ func benchCounts(list string) ([]int, error) {
 	return counts, nil
 }
 
-// benchRuns holds each benchmark run by configuration ("<count> <kind>") and plugin.
-type benchRuns map[string]map[string][]benchResult
+// benchMeasures are the times every benchmark reports, in the order printed.
+var benchMeasures = []struct {
+	name string
+	of   func(benchResult) time.Duration
+}{
+	{"all Running", func(r benchResult) time.Duration { return r.running }},
+	{"all deleted", func(r benchResult) time.Duration { return r.deleted }},
+	{"all unmounted", func(r benchResult) time.Duration { return r.unmounted }},
+	{"all dirs removed", func(r benchResult) time.Duration { return r.dirsRemoved }},
+}
+
+// benchConfig is one benchmark's configuration: how many pods, with which kind of volume.
+type benchConfig struct {
+	count int
+	kind  string
+}
+
+func (c benchConfig) String() string {
+	return fmt.Sprintf("%3d pods, one %s PVC each", c.count, c.kind)
+}
+
+// benchRuns holds each benchmark run by configuration and plugin, in the order they ran, so a
+// configuration's i-th kcsi and i-th upstream runs are the same round.
+type benchRuns map[benchConfig]map[string][]benchResult
 
 // run runs one benchmark and records it; it returns 1 if it failed (and says why), else 0.
 func (b benchRuns) run(ctx context.Context, n *node, count int, kind string) int {
@@ -282,12 +303,24 @@ func (b benchRuns) run(ctx context.Context, n *node, count int, kind string) int
 		fmt.Printf("[%s] benchmark (%d pods, %s): ERROR: %v\n", n.plugin, count, kind, err)
 		return 1
 	}
-	key := fmt.Sprintf("%3d pods, one %s PVC each", count, kind)
+	key := benchConfig{count, kind}
 	if b[key] == nil {
 		b[key] = map[string][]benchResult{}
 	}
 	b[key][n.plugin] = append(b[key][n.plugin], r)
 	return 0
+}
+
+// configs lists the configurations run, by pod count, then kind.
+func (b benchRuns) configs() []benchConfig {
+	keys := make([]benchConfig, 0, len(b))
+	for k := range b {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y benchConfig) int {
+		return cmp.Or(cmp.Compare(x.count, y.count), cmp.Compare(x.kind, y.kind))
+	})
+	return keys
 }
 
 // print prints each configuration's figures, the plugins side by side: the median and, over
@@ -296,17 +329,12 @@ func (b benchRuns) print(apiQPS int) {
 	if len(b) == 0 {
 		return
 	}
-	keys := make([]string, 0, len(b))
-	for k := range b {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	limit := "the kubelet's API client at its default 50 QPS, burst 100"
 	if apiQPS > 0 {
 		limit = fmt.Sprintf("the kubelet's API client at %d QPS, burst %d", apiQPS, 2*apiQPS)
 	}
 	fmt.Printf("\nbenchmark: pods created at once, then deleted at once (same run, same machine, %s; median [min-max] over the runs)\n", limit)
-	for _, k := range keys {
+	for _, k := range b.configs() {
 		fmt.Printf("  %s\n", k)
 		for _, p := range plugins {
 			rs := b[k][p]
@@ -325,10 +353,11 @@ func (b benchRuns) print(apiQPS int) {
 				median := (d[(len(d)-1)/2] + d[len(d)/2]) / 2
 				return fmt.Sprintf("%5.1f s [%.1f-%.1f]", median.Seconds(), d[0].Seconds(), d[len(d)-1].Seconds())
 			}
-			fmt.Printf("    %-8s x%d  all Running %s   all deleted %s   all unmounted %s   all dirs removed %s (%.1f s at most after their pod)", p, len(rs),
-				pick(func(r benchResult) time.Duration { return r.running }), pick(func(r benchResult) time.Duration { return r.deleted }),
-				pick(func(r benchResult) time.Duration { return r.unmounted }), pick(func(r benchResult) time.Duration { return r.dirsRemoved }),
-				slices.MaxFunc(rs, func(a, b benchResult) int { return cmp.Compare(a.dirLag, b.dirLag) }).dirLag.Seconds())
+			fmt.Printf("    %-8s x%d ", p, len(rs))
+			for _, m := range benchMeasures {
+				fmt.Printf("  %s %s ", m.name, pick(m.of))
+			}
+			fmt.Printf("(%.1f s at most after their pod)", slices.MaxFunc(rs, func(a, b benchResult) int { return cmp.Compare(a.dirLag, b.dirLag) }).dirLag.Seconds())
 			if rs[0].attachReturn != nil {
 				l := rs[0].attachReturn
 				fmt.Printf("   all attached %s   all detached %s\n      status.attached -> in node.status.volumesAttached (Attach returned): median %4.0f ms  p90 %4.0f ms  max %4.0f ms",

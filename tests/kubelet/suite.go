@@ -169,6 +169,7 @@ func runSuite(args []string) error {
 
 	failed := report(selected, obs, errs, *show)
 	runs.print(*apiQPS)
+	runs.printPaired()
 	fmt.Printf("\nsuite time %.1f s\n", time.Since(started).Seconds())
 	if failed > 0 || benchErrors > 0 {
 		return fmt.Errorf("%d scenario(s) failed or differ from upstream, %d benchmark run(s) failed (logs kept in %s: run with -keep)", failed, benchErrors, s.work)
