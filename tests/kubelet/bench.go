@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"kcsi.dev/kcsi/tests/kubelet/stats"
 )
 
 type benchResult struct {
@@ -350,8 +352,7 @@ func (b benchRuns) print(apiQPS int) {
 				if len(d) == 1 {
 					return fmt.Sprintf("%5.1f s", d[0].Seconds())
 				}
-				median := (d[(len(d)-1)/2] + d[len(d)/2]) / 2
-				return fmt.Sprintf("%5.1f s [%.1f-%.1f]", median.Seconds(), d[0].Seconds(), d[len(d)-1].Seconds())
+				return fmt.Sprintf("%5.1f s [%.1f-%.1f]", stats.Median(d).Seconds(), d[0].Seconds(), d[len(d)-1].Seconds())
 			}
 			fmt.Printf("    %-8s x%d ", p, len(rs))
 			for _, m := range benchMeasures {

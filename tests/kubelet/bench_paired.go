@@ -34,18 +34,27 @@ func (b benchRuns) printPaired() {
 			}
 		}
 	}
-	if pairs < 6 {
-		if pairs > 0 {
-			fmt.Printf("\npaired: too few filesystem and block rounds to compare (a 95 %% interval needs 6 pairs, this run has %d; raise -bench-rounds)\n", pairs)
-		}
+	if pairs == 0 {
+		return
+	}
+	for _, r := range ratios {
+		slices.Sort(r)
+	}
+	if _, _, ok := stats.MedianInterval(ratios[0]); !ok {
+		fmt.Printf("\npaired: too few filesystem and block rounds to compare (%d pairs, too few for a 95 %% interval; raise -bench-rounds)\n", pairs)
 		return
 	}
 	fmt.Printf("\npaired: kcsi against upstream in the same round (one after the other, each first in half the rounds), %d pairs over the filesystem and block configurations (kcsi / upstream - 1; negative: kcsi sooner)\n", pairs)
 	for m, measure := range benchMeasures {
 		r := ratios[m]
-		slices.Sort(r)
-		sooner := len(slices.DeleteFunc(slices.Clone(r), func(x float64) bool { return x >= 0 }))
-		later := len(slices.DeleteFunc(slices.Clone(r), func(x float64) bool { return x <= 0 }))
+		var sooner, later int
+		for _, x := range r {
+			if x < 0 {
+				sooner++
+			} else if x > 0 {
+				later++
+			}
+		}
 		fmt.Printf("  %-16s kcsi sooner in %2d, later in %2d, level in %d; median %+5.1f %%", measure.name, sooner, later, len(r)-sooner-later, 100*stats.Median(r))
 		if lo, hi, ok := stats.MedianInterval(r); ok {
 			fmt.Printf(" [95 %% CI %+.1f, %+.1f]", 100*lo, 100*hi)

@@ -2,8 +2,11 @@
 // a median, its confidence interval from order statistics, and the sign test.
 package stats
 
-// Median is the median of sorted values, the mean of the middle two for an even count.
-func Median(sorted []float64) float64 {
+import "math"
+
+// Median is the median of sorted values (ratios, or durations), the mean of the middle two for
+// an even count.
+func Median[T ~int64 | ~float64](sorted []T) T {
 	n := len(sorted)
 	if n == 0 {
 		return 0
@@ -29,10 +32,7 @@ func MedianInterval(sorted []float64) (lo, hi float64, ok bool) {
 
 // BinomialCDF is P(X <= k) for X ~ Binomial(n, 1/2).
 func BinomialCDF(n, k int) float64 {
-	p, term := 0.0, 1.0 // term: C(n, i) / 2^n, built up from i = 0
-	for range n {
-		term /= 2
-	}
+	p, term := 0.0, math.Ldexp(1, -n) // term: C(n, i) / 2^n, built up from i = 0
 	for i := 0; i <= k && i <= n; i++ {
 		p += term
 		term = term * float64(n-i) / float64(i+1)

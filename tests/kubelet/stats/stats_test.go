@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
@@ -13,6 +14,9 @@ func TestMedianTakesTheMeanOfTheMiddleTwoOfAnEvenCount(t *testing.T) {
 	}
 	if m := Median([]float64{1, 2, 4}); m != 2 {
 		t.Errorf("Median(1 2 4) = %v, want 2", m)
+	}
+	if m := Median([]time.Duration{time.Second, 2 * time.Second}); m != 1500*time.Millisecond {
+		t.Errorf("Median(1s 2s) = %v, want 1.5s", m)
 	}
 }
 
