@@ -41,7 +41,7 @@ func (b benchRuns) printPaired() {
 		slices.Sort(r)
 	}
 	if _, _, ok := stats.MedianInterval(ratios[0]); !ok {
-		fmt.Printf("\npaired: too few filesystem and block rounds to compare (%d pairs, too few for a 95 %% interval; raise -bench-rounds)\n", pairs)
+		fmt.Printf("\npaired: too few filesystem and block rounds to compare (a 95 %% interval needs more pairs than this run's %d; raise -bench-rounds)\n", pairs)
 		return
 	}
 	fmt.Printf("\npaired: kcsi against upstream in the same round (one after the other, each first in half the rounds), %d pairs over the filesystem and block configurations (kcsi / upstream - 1; negative: kcsi sooner)\n", pairs)
