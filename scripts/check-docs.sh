@@ -25,7 +25,7 @@ done < <(grep -oE '^#define (KCSI_OK|KCSI_ERR_[A-Z_]+) [0-9]+' "$header" | cut -
 # README.md, docs/performance.md: paths (`scripts/test.sh`, `tests/peer_smoke.rs`, a bare
 # `volume_mounter.rs`), test names (`test_...`, `Test...`, and Rust tests, snake_case with four
 # or more words) and `make TARGET`, each checked against the tree.
-for readme in README.md docs/performance.md; do
+for readme in README.md docs/performance.md docs/testing.md; do
 python3 - "$readme" <<'PY' || bad=1
 import os, re, subprocess, sys
 readme = sys.argv[1]
