@@ -4,7 +4,8 @@
 #     its number) appears in both, and the doc names no function the header lacks.
 #  2. Every doc against the tree: README.md, docs/*.md and bindings/*/README.md. Each file, test
 #     and make target a doc names in `code` must exist, and so must the C names (kcsi_*) and
-#     environment variables (KCSI_*) it spells and the files its relative links point at.
+#     environment variables (KCSI_*) it spells, the files its relative links point at, and the
+#     section a link names (`[x.md](x.md#anchor)`, or `[x.md](x.md), "Heading"`).
 #     Wrapped lines are joined first (Markdown reads a line break as a space), so a `code span`
 #     or a sentence continued on the next line is read whole.
 set -uo pipefail
@@ -82,6 +83,12 @@ def join_wrapped(text):
     paragraphs = [re.sub(r"[ \t]*\n[ \t]*", " ", p) for p in re.split(r"\n[ \t]*\n", prose)]
     return paragraphs, blocks
 
+def headings(path):
+    return [h.strip() for h in re.findall(r"^#+ (.*)$", read(path), re.M)]
+
+def slug(title):  # GitHub's anchor for a heading
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
 status = 0
 for doc in sys.argv[1:]:
     base = os.path.dirname(doc)
@@ -91,10 +98,19 @@ for doc in sys.argv[1:]:
         spans += re.findall(r"`([^`]+)`", p)
     problems = []
     for p in paragraphs:
-        for link in re.findall(r"\]\(([^)\s]+)\)", p):
-            target = link.split("#")[0]
-            if target and not re.match(r"[a-z]+:", target) and not exists(target, base):
+        for link, section in re.findall(r"\]\(([^)\s]+)\)(?:, \"([^\"]+)\")?", p):
+            target, _, anchor = link.partition("#")
+            if re.match(r"[a-z]+:", target):
+                continue
+            path = os.path.normpath(os.path.join(base, target)) if target else doc
+            if target and not exists(target, base):
                 problems.append(f"link target {target!r}")
+            elif path.endswith(".md"):
+                titles = headings(path)
+                if anchor and anchor not in {slug(h) for h in titles}:
+                    problems.append(f"section #{anchor} of {path}")
+                if section and not any(h.strip("`") == section or h.startswith(section) for h in titles):
+                    problems.append(f"section \"{section}\" of {path}")
     for span in spans:
         for m in re.finditer(r"\bmake ([a-z][a-z0-9-]*)", span):
             if m.group(1) not in targets:
