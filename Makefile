@@ -106,7 +106,7 @@ bench-fleet: build
 	scripts/bench-fleet.sh
 
 ## fuzz: libFuzzer + ASAN over the C API's JSON and string entry points (FUZZ_SECONDS per
-## target, default 3); see scripts/fuzz.sh.
+## target, default 3; `make test` runs it at the default); see scripts/fuzz.sh.
 fuzz:
 	scripts/fuzz.sh
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every kcsi test, as CI does: lint, header freshness, Rust (unit + integration against
-# real peers), Python (ctypes through libkcsi.so), C (header, dlopen, ASAN, valgrind), Go, and
-# kcsi inside the real kubelet compared with upstream's plugin, and the volume plugin under the
-# real Podman.
+# real peers), Python (ctypes through libkcsi.so), C (header, dlopen, ASAN, valgrind), the
+# fuzz targets (a few seconds each), Go, and kcsi inside the real kubelet compared with
+# upstream's plugin, and the volume plugin under the real Podman.
 # Needs root (real mounts, loop devices). Prints one summary line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +37,7 @@ run rust scripts/test-rust.sh
 run build make --no-print-directory build
 run python scripts/test-python.sh
 run c scripts/test-c.sh
+run fuzz scripts/fuzz.sh   # every fuzz target built with fuzz/Cargo.lock, each run 3 s from its seeds
 run go scripts/test-go.sh
 run kubelet scripts/test-kubelet.sh
 run runtime scripts/test-runtime.sh

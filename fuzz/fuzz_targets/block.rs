@@ -6,6 +6,7 @@
 use std::ptr;
 
 use kcsi_fuzz::ffi::block::*;
+use kcsi_fuzz::ffi::reconstruct::kcsi_construct_block_volume_spec;
 use kcsi_fuzz::{call, fields, fixture, opt, take_string};
 use libfuzzer_sys::fuzz_target;
 
