@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Go suite: `make install` into a private prefix, then, with PKG_CONFIG_PATH and
 # LD_LIBRARY_PATH pointing there, in bindings/go: gofmt, go vet (all build tags), go test -race
-# against the real hostpathplugin (volumes created with the installed `kcsi create-volume`), the
+# against the real hostpathplugin (volumes created with the installed `kcsi create-volume`; one
+# attach and detach through a real kube-apiserver and the real external-attacher), the
 # GC-stress test (GOGC=1, -tags gcstress; a -run pattern that matches no test fails the step),
 # and the example built both ways (shared: no rpath; -tags kcsi_static: no libkcsi.so.1 needed)
 # and run against hostpathplugin.
 # bindings/go/kcsiprom (the Prometheus collector, its own module) is vetted and tested too.
+# Runs as root: with KCSI_REQUIRE_ROOT=1 a test that cannot run here fails instead of skipping.
 #   KCSI_GO_PREFIX=<dir>          install prefix (default: target/go-prefix)
 #   KCSI_GCSTRESS_DURATION=<dur>  GC-stress run time (default 10s)
 # Runs every step, then fails if any failed. Go module and build caches live in $HOME.
@@ -17,12 +19,13 @@ GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 export GOTOOLCHAIN=local GOPROXY=off   # the package needs nothing but the standard library
 
 make --no-print-directory install PREFIX="$PREFIX" || exit 1
-for peer in hostpath registrar; do
+for peer in hostpath registrar attacher etcd apiserver; do
   scripts/peers/path.sh "$peer" >/dev/null 2>&1 || scripts/peers/build.sh "$peer" || exit 1
 done
-export KCSI_HOSTPATH KCSI_REGISTRAR KCSI_CLI=$PREFIX/bin/kcsi
+export KCSI_HOSTPATH KCSI_REGISTRAR KCSI_ATTACHER KCSI_CLI=$PREFIX/bin/kcsi KCSI_REQUIRE_ROOT=1
 KCSI_HOSTPATH=$(scripts/peers/path.sh hostpath)
 KCSI_REGISTRAR=$(scripts/peers/path.sh registrar)
+KCSI_ATTACHER=$(scripts/peers/path.sh attacher)
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 

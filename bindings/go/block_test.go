@@ -50,6 +50,9 @@ func TestBlockVolumeIsStagedMappedReconstructedAndTornDown(t *testing.T) {
 	}
 	// Really mapped: the driver bind-mounted its loop device onto the publish file, so what is
 	// written there is read back from the device.
+	if !isMountPoint(t, publish) {
+		t.Fatalf("after MapPodDevice the mount table has no mount at %s", publish)
+	}
 	wantBlockDevice(t, publish)
 
 	spec, err := h.ConstructBlockVolumeSpec("pod-b", "pv-b", paths.GlobalMapPath)

@@ -48,6 +48,24 @@ func peerBinary(t testing.TB, peer, env string) string {
 	return path
 }
 
+// needsRoot stops a test that mounts when not run as root (scripts/test-go.sh runs as root).
+func needsRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		cannotRun(t, "the hostpath driver mounts: needs root")
+	}
+}
+
+// cannotRun skips t, which cannot run here for the reason why, or fails it where
+// KCSI_REQUIRE_ROOT=1 (set by scripts/test-go.sh): there every test must run.
+func cannotRun(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("KCSI_REQUIRE_ROOT") == "1" {
+		t.Fatalf("%s, and KCSI_REQUIRE_ROOT=1 requires every test to run", why)
+	}
+	t.Skip(why)
+}
+
 // shortTempDir is a fresh directory under /tmp: sun_path holds only 108 bytes, too few for
 // t.TempDir's deep paths.
 func shortTempDir(t testing.TB, prefix string) string {
@@ -64,7 +82,7 @@ func shortTempDir(t testing.TB, prefix string) string {
 	return dir
 }
 
-// driverProcess is a running CSI driver process.
+// driverProcess is a running peer process: a CSI driver (with its socket) or another peer.
 type driverProcess struct {
 	Name     string
 	Socket   string
@@ -95,7 +113,7 @@ func (l logFile) String() string {
 }
 
 // startHostpathDriver starts the real hostpathplugin serving name, with node id name, and
-// stops it (removing its mounts) when the test ends.
+// stops it when the test ends.
 func startHostpathDriver(t testing.TB, name string, flags ...string) *driverProcess {
 	t.Helper()
 	dir := shortTempDir(t, "kcsigo-drv")
@@ -152,21 +170,32 @@ func createVolume(t testing.TB, d *driverProcess, name, size string, block bool)
 	return id
 }
 
-func startDriver(t testing.TB, bin, dir, name string, args []string) *driverProcess {
+// startProcess starts the peer bin with args, its output in a log file, and stops it when
+// the test ends (showing its log if the test failed).
+func startProcess(t testing.TB, name, bin string, args []string) *driverProcess {
 	t.Helper()
-	d := &driverProcess{Name: name, Socket: filepath.Join(dir, "csi.sock"), log: newLogFile(t)}
-	d.Endpoint = "unix://" + d.Socket
-	d.cmd = exec.Command(bin, append([]string{"--endpoint=" + d.Endpoint, "--drivername=" + name}, args...)...)
-	d.cmd.Stdout, d.cmd.Stderr = d.log.File, d.log.File
-	if err := d.cmd.Start(); err != nil {
+	p := &driverProcess{Name: name, log: newLogFile(t)}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log.File, p.log.File
+	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
 	}
 	t.Cleanup(func() {
-		d.stop(t)
+		p.stop(t)
 		if t.Failed() {
-			t.Logf("driver %s log:\n%s", name, d.log.String())
+			t.Logf("%s log:\n%s", name, p.log.String())
 		}
 	})
+	return p
+}
+
+// startDriver starts the CSI driver bin serving name on dir/csi.sock and waits until it
+// listens there.
+func startDriver(t testing.TB, bin, dir, name string, args []string) *driverProcess {
+	t.Helper()
+	socket := filepath.Join(dir, "csi.sock")
+	d := startProcess(t, "driver "+name, bin, append([]string{"--endpoint=unix://" + socket, "--drivername=" + name}, args...))
+	d.Name, d.Socket, d.Endpoint = name, socket, "unix://"+socket
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if c, err := net.Dial("unix", d.Socket); err == nil {
@@ -218,7 +247,7 @@ func (d *driverProcess) stop(t testing.TB) {
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			t.Logf("driver %s ignored SIGTERM; killing it", d.Name)
+			t.Logf("%s ignored SIGTERM; killing it", d.cmd.Path)
 			d.cmd.Process.Kill()
 			<-done
 		}
@@ -323,6 +352,8 @@ func newTestHost(t testing.TB, cfg Config) *Host {
 	if cfg.RootDir == "" {
 		cfg.RootDir = shortTempDir(t, "kcsigo-root")
 	}
+	// Registered before Close, so run after it: every volume the test set up it also tore down.
+	t.Cleanup(func() { nothingLeftMountedUnder(t, cfg.RootDir) })
 	h, err := NewHost(cfg)
 	if err != nil {
 		t.Fatalf("NewHost: %v", err)

@@ -40,14 +40,6 @@ func pod(uid string) json.RawMessage {
 	return b
 }
 
-// needsRoot skips a test that mounts when not run as root (scripts/test-go.sh runs as root).
-func needsRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the hostpath driver mounts: needs root")
-	}
-}
-
 func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *testing.T) {
 	needsRoot(t)
 	d := startHostpathDriver(t, "fs.csi.kcsi.dev")
@@ -93,6 +85,9 @@ func TestFilesystemVolumeIsStagedPublishedMeasuredReconstructedAndTornDown(t *te
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "vol_data.json")); err != nil {
 		t.Fatalf("SetUp wrote no vol_data.json: %v", err)
+	}
+	if !isMountPoint(t, path) {
+		t.Fatalf("after SetUp the mount table has no mount at %s", path)
 	}
 	// Really mounted: a file written through the pod's path lands in the driver's volume.
 	if err := os.WriteFile(filepath.Join(path, "hello"), []byte("through the bind mount"), 0o644); err != nil {
@@ -150,6 +145,9 @@ func TestInlineVolumeIsPublishedWrittenAndTornDownThroughTheHostpathDriver(t *te
 	path, err := m.Path()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !isMountPoint(t, path) {
+		t.Fatalf("after SetUp the mount table has no mount at %s", path)
 	}
 	if err := os.WriteFile(filepath.Join(path, "hello"), []byte("through the bind mount"), 0o644); err != nil {
 		t.Fatalf("writing through the pod's path: %v", err)

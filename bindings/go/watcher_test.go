@@ -3,10 +3,8 @@ package kcsi
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -27,31 +25,6 @@ func TestConfigSendsPluginWatcherKeys(t *testing.T) {
 	}
 }
 
-// startPeer runs a peer until the test ends (SIGTERM, then SIGKILL).
-func startPeer(t testing.TB, bin string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	log := newLogFile(t)
-	cmd.Stdout, cmd.Stderr = log.File, log.File
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%s log:\n%s", filepath.Base(bin), log.String())
-		}
-	})
-}
-
 func TestPluginWatcherRegistersTheRealRegistrarsDriver(t *testing.T) {
 	root := shortTempDir(t, "kcsigo-w")
 	h := newTestHost(t, Config{NodeName: "go-node", RootDir: root, PluginWatcher: true})
@@ -60,8 +33,8 @@ func TestPluginWatcherRegistersTheRealRegistrarsDriver(t *testing.T) {
 	os.MkdirAll(dir, 0o755)
 	d := startDriver(t, peerBinary(t, "hostpath", "KCSI_HOSTPATH"), dir, "hostpath.csi.k8s.io",
 		[]string{"--nodeid=go-node", "--statedir=" + filepath.Join(dir, "state")})
-	startPeer(t, peerBinary(t, "registrar", "KCSI_REGISTRAR"), "--csi-address="+d.Socket,
-		"--kubelet-registration-path="+d.Socket, "--plugin-registration-path="+filepath.Join(root, "plugins_registry"))
+	startProcess(t, "registrar", peerBinary(t, "registrar", "KCSI_REGISTRAR"), []string{"--csi-address=" + d.Socket,
+		"--kubelet-registration-path=" + d.Socket, "--plugin-registration-path=" + filepath.Join(root, "plugins_registry")})
 	var st *HostStatus
 	waitFor(t, "registered", func() bool {
 		var err error

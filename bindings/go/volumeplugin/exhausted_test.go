@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -23,9 +22,7 @@ import (
 // volume and false for the attached one, as upstream's csiPlugin.VerifyExhaustedResource
 // (pkg/volume/csi/csi_plugin.go) answers on the same objects.
 func TestVerifyExhaustedResourceIsTrueOnlyForTheAttachTheDriversLimitRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the hostpath driver mounts")
-	}
+	needsRoot(t)
 	c := startCluster(t)
 	ctx := context.Background()
 	if _, err := c.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {

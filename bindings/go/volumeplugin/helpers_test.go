@@ -1,7 +1,6 @@
 package volumeplugin
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,6 +56,20 @@ func peerBinary(t testing.TB, name string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// needsRoot stops a test that mounts when not run as root: it is skipped, or failed where
+// KCSI_REQUIRE_ROOT=1 (set by the suite scripts), since there every test must run.
+func needsRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	const why = "needs root: the tests mount"
+	if os.Getenv("KCSI_REQUIRE_ROOT") == "1" {
+		t.Fatal(why + ", and KCSI_REQUIRE_ROOT=1 requires every test to run")
+	}
+	t.Skip(why)
+}
+
 // env is one kubelet root with a running hostpath driver and an initialized plugin.
 type env struct {
 	root   string
@@ -92,9 +106,7 @@ func newEnv(t testing.TB) *env {
 // the plugin and the VolumeHost then use its API server, and the driver gets driverFlags.
 func newEnvIn(t testing.TB, c *cluster, driverFlags ...string) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the hostpath driver mounts")
-	}
+	needsRoot(t)
 	root, err := os.MkdirTemp("/tmp", "kcsi-vp.")
 	if err != nil {
 		t.Fatal(err)
@@ -204,21 +216,47 @@ func testPod(uid string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-" + uid, Namespace: "default", UID: types.UID(uid)}}
 }
 
+// mountPoints is the mount point of every line of /proc/self/mountinfo (its fifth field), with
+// the kernel's octal escapes of space, tab, newline and backslash decoded: the tests' own
+// reading of the mount table, never kcsi's.
+func mountPoints(t testing.TB) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatalf("reading the mount table: %v", err)
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, " "); len(f) > 4 {
+			points = append(points, unescapeMountinfo(f[4]))
+		}
+	}
+	return points
+}
+
+// unescapeMountinfo decodes mountinfo's \ooo escapes.
+func unescapeMountinfo(s string) string {
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				out.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
+
 // unmountUnder lazily unmounts every mount below dir, deepest first, so nothing is left
 // behind even when a test failed half way.
 func unmountUnder(t testing.TB, dir string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Logf("cannot read the mount table: %v", err)
-		return
-	}
-	defer f.Close()
 	var points []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
-			points = append(points, fields[4])
+	for _, p := range mountPoints(t) {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
 		}
 	}
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
@@ -231,12 +269,8 @@ func unmountUnder(t testing.TB, dir string) {
 
 func isMountPoint(t *testing.T, path string) bool {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+	for _, p := range mountPoints(t) {
+		if p == path {
 			return true
 		}
 	}

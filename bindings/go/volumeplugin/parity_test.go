@@ -1,7 +1,6 @@
 package volumeplugin
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -63,9 +62,7 @@ func TestInitRefusesCSIDriversFromAVolumeHostWithoutAnInformer(t *testing.T) {
 }
 
 func TestCSIOperationsLandInTheKubeletsLegacyRegistry(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the hostpath driver mounts")
-	}
+	needsRoot(t)
 	newEnv(t) // registration sent NodeGetInfo
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {

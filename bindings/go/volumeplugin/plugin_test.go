@@ -381,9 +381,7 @@ func TestBlockVolumeMapsAndUnmapsThroughTheDriver(t *testing.T) {
 }
 
 func TestSELinuxContextMountFollowsTheGateAndTheCSIDriver(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	needsRoot(t)
 	root := t.TempDir()
 	on := true
 	d := hostpathCSIDriver()
