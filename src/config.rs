@@ -7,8 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::storage::v1::CSIDriver;
 use serde::Deserialize;
 
-use crate::disk::paths::check_name;
 use crate::error::{Error, Result};
+use crate::names::check_name;
 
 /// The kubelet's `csiTimeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);

@@ -10,35 +10,35 @@ use std::sync::Arc;
 
 use k8s_openapi::api::authentication::v1::TokenRequestStatus;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::storage::v1::VolumeAttachment;
+use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 
 use serde_json::json;
 
 use crate::config::HostConfig;
 use crate::csi::driver_store::{Driver, DriverStore};
-use crate::disk::blanks::Blanks;
+use crate::disk::files::Files;
 use crate::disk::paths::Layout;
-use crate::disk::volume_data;
 use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
+use crate::kube::csidriver_informer::CsiDriverFeed;
 use crate::kube::{objects, Kube};
 use crate::telemetry::Telemetry;
 
 pub struct Host {
-    pub config: HostConfig,
-    pub layout: Layout,
-    pub drivers: Arc<DriverStore>,
+    config: HostConfig,
+    drivers: Arc<DriverStore>,
     /// The API server side; `None` when standalone. Dropping it stops its background tasks.
-    pub kube: Option<Kube>,
+    kube: Option<Kube>,
     /// One lock per volume on disk: operations on the same volume never interleave.
-    pub volume_locks: VolumeLocks,
-    /// Temp files for `vol_data.json` made ahead (a controller host writes none).
-    pub blanks: Blanks,
+    volume_locks: VolumeLocks,
+    /// The files kcsi writes below the root (a controller host has no blank pool: it writes
+    /// none).
+    files: Files,
     /// This host's metrics, recorded by its CSI clients and its API client.
-    pub telemetry: Telemetry,
+    telemetry: Telemetry,
     /// The CSIDriver generation of a host without an API server: its config's objects never
     /// change, so it stays 0 (see `csidriver_generation`).
-    pub(crate) config_generation: AtomicU64,
+    config_generation: AtomicU64,
 }
 
 impl Host {
@@ -57,25 +57,56 @@ impl Host {
                 None
             }
         };
+        let files = if config.is_controller() {
+            Files::without_blanks(&config.root_dir)
+        } else {
+            Files::new(&config.root_dir)
+        };
         // What writers killed mid-write left (vol_data.json temp files) goes now.
-        if let Err(e) = volume_data::sweep_temp_dir(&config.root_dir) {
+        if let Err(e) = files.sweep_temp_dir() {
             tracing::warn!("{}", csi_log!("{e}"));
         }
-        let blanks = if config.is_controller() {
-            Blanks::none()
-        } else {
-            Blanks::new(&config.root_dir)
-        };
         Ok(Host {
-            layout: Layout::new(config.root_dir.clone()),
             config,
             drivers: Arc::new(DriverStore::default()),
             kube,
             volume_locks: VolumeLocks::default(),
-            blanks,
+            files,
             telemetry,
             config_generation: AtomicU64::new(0),
         })
+    }
+
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// The kubelet's on-disk layout below the root.
+    pub fn layout(&self) -> &Layout {
+        self.files.layout()
+    }
+
+    /// The files kcsi writes below the root.
+    pub fn files(&self) -> &Files {
+        &self.files
+    }
+
+    /// The registered drivers.
+    pub fn drivers(&self) -> &Arc<DriverStore> {
+        &self.drivers
+    }
+
+    pub fn volume_locks(&self) -> &VolumeLocks {
+        &self.volume_locks
+    }
+
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    /// The API server side: the one way to the API client; `None` when standalone.
+    pub fn kube(&self) -> Option<&Kube> {
+        self.kube.as_ref()
     }
 
     /// Refuses a node-only `call` on a controller host (it has no node, no volumes on disk
@@ -112,8 +143,8 @@ impl Host {
     }
 
     /// The API server side, or the standalone host's refusal to do `what`.
-    fn kube(&self, what: &str) -> Result<&Kube> {
-        self.kube.as_ref().ok_or_else(|| {
+    fn api_server(&self, what: &str) -> Result<&Kube> {
+        self.kube().ok_or_else(|| {
             Error::new(
                 ErrorKind::NotSupported,
                 format!("{what}: this host runs standalone (no \"kubeconfig\"), so there is no API server to ask"),
@@ -123,7 +154,7 @@ impl Host {
 
     /// GET a VolumeAttachment by name, straight from the API server (not a cache).
     pub async fn volume_attachment(&self, name: &str) -> Result<VolumeAttachment> {
-        let kube = self.kube(&format!("cannot read VolumeAttachment {name}"))?;
+        let kube = self.api_server(&format!("cannot read VolumeAttachment {name}"))?;
         objects::volume_attachment(&kube.api, self.config.timeout, name).await
     }
 
@@ -133,7 +164,7 @@ impl Host {
         namespace: &str,
         name: &str,
     ) -> Result<BTreeMap<String, String>> {
-        let kube = self.kube(&format!("cannot read Secret {namespace}/{name}"))?;
+        let kube = self.api_server(&format!("cannot read Secret {namespace}/{name}"))?;
         objects::secret_data(&kube.api, self.config.timeout, namespace, name).await
     }
 
@@ -151,7 +182,7 @@ impl Host {
             .and_then(|s| s.service_account_name.clone())
             .unwrap_or_default();
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let kube = self.kube(&format!(
+        let kube = self.api_server(&format!(
             "cannot request a token for service account {ns}/{sa}"
         ))?;
         kube.tokens
@@ -206,5 +237,83 @@ impl Host {
             })
             .collect();
         serde_json::Value::Array(drivers)
+    }
+
+    /// Grows (release order) after every change to the CSIDriver objects the facts come from;
+    /// never, for a host config's objects. An answer cached with the value read before asking
+    /// is current while the value has not moved.
+    pub fn csidriver_generation(&self) -> &AtomicU64 {
+        match self.kube() {
+            Some(kube) => kube.csidrivers.generation(),
+            None => &self.config_generation,
+        }
+    }
+
+    /// The feed of a `"csiDriversFromHost"` host, or why `call` cannot feed this one.
+    fn csidriver_feed(&self, call: &str) -> Result<&CsiDriverFeed> {
+        self.kube()
+            .and_then(|k| k.csidriver_feed.as_ref())
+            .ok_or_else(|| {
+                let source = if self.kube.is_some() {
+                    "lists and watches the CSIDriver objects itself"
+                } else {
+                    "runs standalone: its CSIDriver objects are its config's \"csiDrivers\""
+                };
+                Error::new(
+                    ErrorKind::FailedPrecondition,
+                    format!("{call}: this host {source}; only a host made with \"csiDriversFromHost\": true (and a \"kubeconfig\") takes them from its program"),
+                )
+            })
+    }
+
+    /// A CSIDriver object the host program's informer added or updated
+    /// (`"csiDriversFromHost"` hosts).
+    pub fn apply_csidriver(&self, object: CSIDriver) -> Result<()> {
+        const CALL: &str = "kcsi_host_csidriver_apply";
+        let feed = self.csidriver_feed(CALL)?;
+        if object.metadata.name.as_deref().unwrap_or("").is_empty() {
+            return Err(Error::invalid(format!(
+                "{CALL}: the CSIDriver has no metadata.name"
+            )));
+        }
+        feed.apply(object);
+        Ok(())
+    }
+
+    /// The CSIDriver `name` deleted from the host program's informer; NOT_FOUND when kcsi
+    /// did not have it (nothing changes then).
+    pub fn delete_csidriver(&self, name: &str) -> Result<()> {
+        const CALL: &str = "kcsi_host_csidriver_delete";
+        if self.csidriver_feed(CALL)?.delete(name) {
+            return Ok(());
+        }
+        Err(Error::not_found(format!(
+            "{CALL}: there is no CSIDriver {name:?} to delete"
+        )))
+    }
+
+    /// The host program's informer has synced (it fed every CSIDriver object it listed):
+    /// lookups stop waiting for the first list.
+    pub fn csidrivers_synced(&self) -> Result<()> {
+        self.csidriver_feed("kcsi_host_csidrivers_synced")?.synced();
+        Ok(())
+    }
+
+    /// `read` of the CSIDriver object of `driver` (or `None`), without building all its facts:
+    /// the kubelet's reconciler asks CanAttach and RequiresRemount of every volume every 100 ms.
+    pub fn with_csidriver<T>(
+        &self,
+        driver: &str,
+        read: impl FnOnce(Option<&CSIDriver>) -> T,
+    ) -> Result<T> {
+        if let Some(kube) = self.kube() {
+            return Ok(read(kube.csidrivers.get(driver)?.as_deref()));
+        }
+        Ok(read(
+            self.config
+                .csi_drivers
+                .iter()
+                .find(|d| d.metadata.name.as_deref() == Some(driver)),
+        ))
     }
 }

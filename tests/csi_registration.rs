@@ -162,7 +162,7 @@ fn register_with_missing_socket_is_unavailable_and_rolled_back() {
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.message());
     assert_eq!(err.class(), ErrorClass::Transient);
     assert!(err.message().contains("nope.sock"), "{}", err.message());
-    assert!(host.drivers.get(DRIVER).is_none());
+    assert!(host.drivers().get(DRIVER).is_none());
     // Nothing was left behind: the same registration can be tried again.
     registration::validate(&host, DRIVER, missing.to_str().unwrap(), &v(&["1.0.0"])).unwrap();
 }
@@ -190,7 +190,7 @@ fn register_times_out_on_a_socket_that_never_answers() {
         took < Duration::from_secs(5),
         "deadline not honoured: {took:?}"
     );
-    assert!(host.drivers.get(DRIVER).is_none());
+    assert!(host.drivers().get(DRIVER).is_none());
 }
 
 #[test]
@@ -282,7 +282,7 @@ fn reregistration_after_driver_restart_uses_a_fresh_connection() {
         .unwrap()
         .unwrap();
     register(&host, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
-    let d = host.drivers.get(DRIVER).unwrap();
+    let d = host.drivers().get(DRIVER).unwrap();
     let info = runtime::block_on(
         d.client
             .node_get_info(tokio::time::Instant::now() + Duration::from_secs(10)),

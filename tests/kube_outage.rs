@@ -143,7 +143,7 @@ fn api_server_stopped_during_registration_leaves_the_driver_unregistered() {
     );
     assert_eq!(host.drivers_json(), json!([]), "kcsi_list_drivers is empty");
     assert!(
-        host.drivers.get(&driver.name).is_none(),
+        host.drivers().get(&driver.name).is_none(),
         "the store holds no half registration"
     );
 

@@ -161,7 +161,7 @@ fn reregister_after_a_topology_change_fails_with_the_collision_and_stays_unregis
         err.message()
     );
     assert!(driver_names(&host).is_empty());
-    assert!(host.drivers.get(&driver.name).is_none());
+    assert!(host.drivers().get(&driver.name).is_none());
     assert!(node_ids(&c, &node).is_empty());
     assert!(get_csinode(&c, &node).unwrap().spec.drivers.is_empty());
 }
@@ -798,7 +798,7 @@ fn freeing_the_host_stops_its_background_tasks() {
     // No such Node: the CSINode start-up keeps retrying, so its task is alive until aborted.
     let node = unique("freed");
     let (_root, host) = host(&node);
-    let nim = host.kube.as_ref().unwrap().node_info.clone();
+    let nim = host.kube().unwrap().node_info.clone();
     wait_for("a failed initialization", Duration::from_secs(30), || {
         host.status()["lastError"] != json!("CSINode is not yet initialized")
     });

@@ -74,7 +74,7 @@ pub async fn unstage(
             .tear_down_device(host, "", "")
             .await
     } else {
-        let dmp = host.layout.device_mount_path(driver, handle)?;
+        let dmp = host.layout().device_mount_path(driver, handle)?;
         attacher::unmount_device(host, &dmp.to_string_lossy()).await
     }
 }

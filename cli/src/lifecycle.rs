@@ -282,7 +282,7 @@ impl Run {
             let _ = self.new_host();
         }
         if let Some(host) = self.host.as_ref() {
-            if (self.up.published || self.up.staged) && host.drivers.get(&self.driver).is_none() {
+            if (self.up.published || self.up.staged) && host.drivers().get(&self.driver).is_none() {
                 let _ =
                     steps::register(&mut self.s, host, &self.driver, "register (clean-up)").await;
             }
@@ -301,7 +301,7 @@ impl Run {
                 )
                 .await;
             }
-            if self.up.registered && host.drivers.get(&self.driver).is_some() {
+            if self.up.registered && host.drivers().get(&self.driver).is_some() {
                 let _ = steps::deregister(&mut self.s, host, &self.driver).await;
             }
         }

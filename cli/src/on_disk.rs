@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 
+use kcsi::disk::files::Files;
 use kcsi::disk::inventory::{self, DataFile, Inventory, Kind};
-use kcsi::disk::paths::Layout;
 use kcsi::disk::volume_data::keys;
 use kcsi::volume::block::construct_block_volume_spec;
+use kcsi::volume::plugin::unique_volume_name;
 use kcsi::volume::reconstruct::construct_volume_spec;
 use serde_json::{json, Value};
 
@@ -22,8 +23,8 @@ fn walk(cmd: &RootCmd) -> Result<(PathBuf, Inventory), UsageError> {
             root.display()
         )));
     }
-    let found =
-        inventory::walk(&Layout::new(&root)).map_err(|e| UsageError(e.message().to_string()))?;
+    let found = inventory::walk(&Files::without_blanks(&root))
+        .map_err(|e| UsageError(e.message().to_string()))?;
     Ok((root, found))
 }
 
@@ -119,11 +120,7 @@ pub fn reconstruct(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
     let host = node::host(&root, &node::node_name(&cmd.node_name), 30.0, None)?;
     let published = found.published.iter().map(|p| {
         let field = |k| p.data.get(k).unwrap_or("");
-        let name = format!(
-            "{}^{}",
-            field(keys::DRIVER_NAME),
-            field(keys::VOLUME_HANDLE)
-        );
+        let name = unique_volume_name(field(keys::DRIVER_NAME), field(keys::VOLUME_HANDLE));
         let rebuilt =
             construct_volume_spec(&host, &name, &p.data.dir().to_string_lossy()).map(|r| {
                 (
@@ -137,7 +134,7 @@ pub fn reconstruct(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
     let block = found.staged.iter().filter_map(|s| {
         let spec_name = s.spec_name.as_ref().filter(|_| s.kind == Kind::Block)?;
         let map = host
-            .layout
+            .layout()
             .block_global_map_path(spec_name)
             .map(|p| p.display().to_string())
             .unwrap_or_default();

@@ -9,6 +9,7 @@ use kcsi::host::Host;
 use kcsi::node::{registration, NodeAgent};
 use kcsi::volume::attacher;
 use kcsi::volume::metrics;
+use kcsi::volume::plugin::unique_volume_name;
 use kcsi::volume::reconstruct;
 
 use crate::driver;
@@ -98,7 +99,7 @@ pub async fn attach_wait(s: &mut Session, host: &Host, v: &Volume) -> Result<(),
 /// The staging path: MountDevice's global mount, or the block staging path.
 pub fn staging_path(host: &Host, v: &Volume) -> Result<PathBuf, Error> {
     if v.block {
-        Ok(host.layout.block_paths(&v.spec_name, "")?.staging_path)
+        Ok(host.layout().block_paths(&v.spec_name, "")?.staging_path)
     } else {
         attacher::device_mount_path(host, &v.spec)
     }
@@ -112,12 +113,12 @@ pub fn target_path(
     pod_uid: &str,
 ) -> Result<PathBuf, Error> {
     if block {
-        host.layout
+        host.layout()
             .block_paths(spec_name, pod_uid)?
             .publish_path
             .ok_or_else(|| Error::invalid("a block publish path needs a pod UID"))
     } else {
-        host.layout.pod_mount_path(pod_uid, spec_name)
+        host.layout().pod_mount_path(pod_uid, spec_name)
     }
 }
 
@@ -188,11 +189,11 @@ pub async fn stats(
 pub async fn reconstruct(s: &mut Session, host: &Host, v: &Volume) -> Result<(), Stop> {
     s.step("reconstruct", async {
         let rebuilt = if v.block {
-            let map = host.layout.block_global_map_path(&v.spec_name)?;
+            let map = host.layout().block_global_map_path(&v.spec_name)?;
             reconstruct_block(host, &v.pod_uid, &v.spec_name, &map)?
         } else {
-            let dir = host.layout.pod_volume_dir(&v.pod_uid, &v.spec_name)?;
-            let name = format!("{}^{}", v.driver, v.handle);
+            let dir = host.layout().pod_volume_dir(&v.pod_uid, &v.spec_name)?;
+            let name = unique_volume_name(&v.driver, &v.handle);
             reconstruct::construct_volume_spec(host, &name, &dir.to_string_lossy())?["spec"].clone()
         };
         let pv = &rebuilt["persistentVolume"];
@@ -238,10 +239,10 @@ fn reconstruct_block(
 
 /// Whether the volume named `spec_name` under the host's root is a block volume.
 pub fn is_block(host: &Host, spec_name: &str) -> bool {
-    host.layout.block_data_dir(spec_name).is_ok_and(|d| {
-        host.layout
-            .beneath()
-            .is_ok_and(|fs| kcsi::disk::volume_data::load(&fs, &d).is_ok())
+    host.layout().block_data_dir(spec_name).is_ok_and(|d| {
+        host.files()
+            .open()
+            .is_ok_and(|files| files.load(&d).is_ok())
     })
 }
 

@@ -43,7 +43,7 @@ pub async fn run(cmd: WatchCmd, json: bool) -> Result<i32, UsageError> {
     if !json {
         println!(
             "kcsi watch: node {node}, watching {} (Ctrl-C to stop)",
-            host.layout.plugins_registry_dir().display()
+            host.layout().plugins_registry_dir().display()
         );
     }
     let mut known = BTreeMap::new();

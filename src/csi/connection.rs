@@ -88,7 +88,7 @@ impl Shared {
     async fn dial(&self) -> Result<SendRequest<Body>, ConnectFailed> {
         let stream = UnixStream::connect(&self.socket)
             .await
-            .map_err(|e| ConnectFailed(crate::csi::csi_client::dial_error(&self.socket, &e)))?;
+            .map_err(|e| ConnectFailed(crate::grpcgo::dial_error(&self.socket, &e)))?;
         let (sender, connection) = http2::Builder::new(TokioExecutor::new())
             .initial_stream_window_size(WINDOW)
             .initial_connection_window_size(WINDOW)

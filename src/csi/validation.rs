@@ -5,9 +5,9 @@
 
 use crate::csi::driver_store::{Driver, DriverStore};
 use crate::csi::version::{highest_supported_version, quote_versions, Version, VersionError};
-use crate::disk::paths::check_driver_name;
 use crate::error::{Error, ErrorKind, Result};
 use crate::goquote::quote;
+use crate::names::check_driver_name;
 
 /// The version half of `validateVersions`: the highest usable version, or upstream's error.
 pub fn highest_version(caller: &str, name: &str, versions: &[String]) -> Result<Version> {

@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// The host's root directory, opened for confined operations on absolute paths below it.
 pub struct Beneath {
     root_path: PathBuf,
-    root: Root,
+    pub(super) root: Root,
 }
 
 impl std::fmt::Debug for Beneath {
@@ -92,7 +92,7 @@ impl Beneath {
     }
 
     /// `path` relative to the root; a path that is not a plain path below it is refused.
-    fn rel<'p>(&self, path: &'p Path) -> Result<&'p Path> {
+    pub(super) fn rel<'p>(&self, path: &'p Path) -> Result<&'p Path> {
         let rel = path.strip_prefix(&self.root_path).map_err(|_| {
             Error::invalid(format!(
                 "{} is not below the root directory {}",
@@ -114,7 +114,7 @@ impl Beneath {
 
     /// The kcsi error for a failed `what` on `path`: a symlink (or a swap libpathrs detected) is
     /// FAILED_PRECONDITION naming the link; a missing entry NOT_FOUND; the rest IO.
-    fn error(&self, what: &str, path: &Path, e: &pathrs::error::Error) -> Error {
+    pub(super) fn error(&self, what: &str, path: &Path, e: &pathrs::error::Error) -> Error {
         if errno(e) == Some(libc::ELOOP) || e.kind() == PathrsKind::SafetyViolation {
             return self.symlink_refusal(what, path);
         }
@@ -203,12 +203,16 @@ impl Beneath {
     /// lookup's directory through a procfs readlink, five system calls kcsi would spend on
     /// each missing level of a new volume's directories. `None` when openat2 cannot answer
     /// (an old kernel, a racing rename's EAGAIN): pathrs then resolves, as everywhere else.
-    fn probe(&self, rel: &Path, flags: OFlags) -> Option<rustix::io::Result<OwnedFd>> {
+    pub(super) fn probe(&self, rel: &Path, flags: OFlags) -> Option<rustix::io::Result<OwnedFd>> {
         self.open_in_root(rel, flags | OFlags::PATH)
     }
 
     /// `rel` opened with `flags` by that same openat2 resolution, `None` as for [`Beneath::probe`].
-    fn open_in_root(&self, rel: &Path, flags: OFlags) -> Option<rustix::io::Result<OwnedFd>> {
+    pub(super) fn open_in_root(
+        &self,
+        rel: &Path,
+        flags: OFlags,
+    ) -> Option<rustix::io::Result<OwnedFd>> {
         let resolve =
             ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS;
         match rustix::fs::openat2(
@@ -385,103 +389,9 @@ impl Beneath {
         Ok(temp)
     }
 
-    /// Makes the new file `tmp` a blank for [`Beneath::fill_blank`]: `len` zero bytes, its
-    /// blocks allocated and everything about it, its directory entry too, durable.
-    pub fn make_blank(&self, tmp: &Path, len: usize) -> Result<File> {
-        let mut f = self.create_exclusive(tmp, tmp)?;
-        let made = f.write_all(&vec![0; len]).and_then(|()| f.sync_all());
-        if let Err(e) = made {
-            let _ = self.root.remove_file(self.rel(tmp)?);
-            return Err(Error::io(
-                format!("cannot make a blank volume data file [{}]", tmp.display()),
-                &e,
-            ));
-        }
-        Ok(f)
-    }
-
-    /// [`Beneath::write_temp`] into the blank `file` of `len` bytes at `tmp`
-    /// ([`Beneath::make_blank`]): the content overwrites blocks already allocated in a file
-    /// whose entry is already durable, so its fdatasync writes the data, and the inode only when
-    /// the length changes (a new file's fsync also writes its directory and allocates).
-    pub fn fill_blank(
-        &self,
-        path: &Path,
-        tmp: PathBuf,
-        file: File,
-        len: usize,
-        bytes: &[u8],
-    ) -> Result<TempFile> {
-        use std::os::unix::fs::FileExt;
-        let fs = match self.try_clone() {
-            Ok(fs) => fs,
-            Err(e) => {
-                let _ = self.root.remove_file(self.rel(&tmp)?);
-                return Err(e);
-            }
-        };
-        let temp = TempFile::new(fs, tmp, path, bytes);
-        let io = |e: std::io::Error| Error::io(format!("{SAVE_FAILED} [{}]", path.display()), &e);
-        file.write_all_at(bytes, 0).map_err(io)?;
-        if len != bytes.len() {
-            file.set_len(bytes.len() as u64).map_err(io)?;
-        }
-        // A changed size is datasync metadata: fdatasync makes the whole file durable.
-        file.sync_data().map_err(io)?;
-        Ok(temp)
-    }
-
-    /// Moves the file at `path` to the new name `tmp` and returns it open for writing, with its
-    /// length, when it is a plain file kcsi could have written there: a regular file with no
-    /// other link, owned by this process's user and group, its mode within `rw-rw-rw-`, at most
-    /// `limit` bytes. A file that is done with, kept as a blank for [`Beneath::fill_blank`].
-    /// `None` leaves anything else at `path` untouched (missing, a symlink, a directory, a
-    /// device or FIFO, a hard link) for the caller to remove; it is looked at through an
-    /// `O_PATH` handle, never opened for writing. `None` also when something replaced the file
-    /// between the check and the rename: what was moved is removed then.
-    pub fn take_file(&self, path: &Path, tmp: &Path, limit: u64) -> Result<Option<(File, u64)>> {
-        const TAKE_FAILED: &str = "failed to keep a volume data file as a blank";
-        let (rel, rel_tmp) = (self.rel(path)?, self.rel(tmp)?);
-        let stat = |fd: &OwnedFd| rustix::fs::fstat(fd).ok();
-        let Some(Ok(handle)) = self.probe(rel, OFlags::NOFOLLOW) else {
-            return Ok(None);
-        };
-        let Some(st) = stat(&handle) else {
-            return Ok(None);
-        };
-        let plain = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-            && st.st_nlink == 1
-            && st.st_uid == rustix::process::geteuid().as_raw()
-            && st.st_gid == rustix::process::getegid().as_raw()
-            && st.st_mode & 0o7777 & !0o666 == 0
-            && u64::try_from(st.st_size).is_ok_and(|n| n <= limit);
-        if !plain {
-            return Ok(None);
-        }
-        self.root
-            .rename(rel, rel_tmp, RenameFlags::RENAME_NOREPLACE)
-            .map_err(|e| self.error(TAKE_FAILED, path, &e))?;
-        // `tmp` is a new name in kcsi's own temp dir: what is there is what was checked, unless
-        // it was replaced at `path` between the two calls. Then it goes, as the removal this
-        // stands in for would have removed it.
-        let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-        let file = match self.open_in_root(rel_tmp, flags) {
-            Some(Ok(fd))
-                if stat(&fd).is_some_and(|s| (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino)) =>
-            {
-                File::from(fd)
-            }
-            _ => {
-                self.remove_dir(tmp, TAKE_FAILED)?;
-                return Ok(None);
-            }
-        };
-        Ok(Some((file, st.st_size as u64)))
-    }
-
     /// Creates the new file `tmp` exclusively, mode 0666 less the umask (Go's `os.Create`);
     /// messages name `path`, the file it is written for.
-    fn create_exclusive(&self, tmp: &Path, path: &Path) -> Result<File> {
+    pub(super) fn create_exclusive(&self, tmp: &Path, path: &Path) -> Result<File> {
         let flags =
             OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_EXCL | OpenFlags::O_CLOEXEC;
         self.root
@@ -568,7 +478,7 @@ impl Beneath {
     }
 }
 
-const SAVE_FAILED: &str = "failed to save volume data file";
+pub(super) const SAVE_FAILED: &str = "failed to save volume data file";
 
 /// A file's whole content, durable under a temp name ([`Beneath::write_temp`]) and not yet in
 /// place; removed when dropped unplaced.
@@ -581,7 +491,7 @@ pub struct TempFile {
 }
 
 impl TempFile {
-    fn new(fs: Beneath, tmp: PathBuf, path: &Path, bytes: &[u8]) -> TempFile {
+    pub(super) fn new(fs: Beneath, tmp: PathBuf, path: &Path, bytes: &[u8]) -> TempFile {
         TempFile {
             fs,
             tmp,

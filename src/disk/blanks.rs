@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::beneath::Beneath;
-use super::volume_data::{blank_name, make_temp_dir, temp_dir, MAX_FILE_SIZE};
+use super::blank_file;
+use super::temp_dir::{blank_name, make_temp_dir, temp_dir};
+use super::volume_data::MAX_FILE_SIZE;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Blanks kept ready: a kubelet's operations mostly come one or two at a time; a burst beyond
@@ -91,12 +93,12 @@ impl Blanks {
 
     /// Removes `path`, a `vol_data.json` its volume is done with, as [`Beneath::remove_file`]
     /// does (`what` names the failure), or keeps it as a blank while the pool has room and it
-    /// is a plain file kcsi could have written ([`Beneath::take_file`]): renamed into the temp
+    /// is a plain file kcsi could have written ([`blank_file::take`]): renamed into the temp
     /// dir, it is as a removed file for everything else.
     pub fn recycle(&self, fs: &Beneath, path: &Path, what: &str) -> Result<()> {
         if let Some(pool) = self.pool.as_ref().filter(|p| p.has_room()) {
             let tmp = temp_dir(fs.root_path()).join(blank_name());
-            match fs.take_file(path, &tmp, MAX_FILE_SIZE) {
+            match blank_file::take(fs, path, &tmp, MAX_FILE_SIZE) {
                 Ok(Some((file, len))) => {
                     pool.put(Made {
                         path: tmp,
@@ -278,7 +280,7 @@ impl Pool {
                 break;
             };
             let path = dir.join(blank_name());
-            let file = fs.make_blank(&path, len)?;
+            let file = blank_file::make(&fs, &path, len)?;
             self.put(Made { path, file, len });
         }
         Ok(())
@@ -307,7 +309,8 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::disk::volume_data::tests::{names, umask};
+    use crate::disk::files::OpenFiles;
+    use crate::disk::test_support::{names, umask};
     use crate::disk::volume_data::{self, VolumeData, FILE_NAME};
 
     fn ready(blanks: &Blanks) -> usize {
@@ -376,8 +379,10 @@ mod tests {
     ) {
         let blank_inodes = inodes(root);
         let dir = root.join("v").join(n.to_string());
-        volume_data::make_dirs(fs, &dir).unwrap();
-        volume_data::save(fs, blanks, &dir, data).unwrap();
+        OpenFiles::with_pool(fs, &Blanks::none())
+            .make_dirs(&dir)
+            .unwrap();
+        OpenFiles::with_pool(fs, blanks).save(&dir, data).unwrap();
         assert_eq!(&volume_data::load(fs, &dir).unwrap(), data);
         let placed = std::fs::metadata(dir.join(FILE_NAME)).unwrap();
         assert!(
@@ -509,8 +514,12 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         let dir = root.path().join("v");
-        volume_data::make_dirs(&fs, &dir).unwrap();
-        volume_data::save(&fs, &blanks, &dir, &data(1)).unwrap();
+        OpenFiles::with_pool(&fs, &Blanks::none())
+            .make_dirs(&dir)
+            .unwrap();
+        OpenFiles::with_pool(&fs, &blanks)
+            .save(&dir, &data(1))
+            .unwrap();
         assert_eq!(volume_data::load(&fs, &dir).unwrap(), data(1));
         assert!(!blanks
             .pool
@@ -540,10 +549,16 @@ mod tests {
     fn a_removed_volume_data_file_is_kept_as_a_blank_and_a_later_save_places_it() {
         let (root, fs, blanks) = filled();
         let old = root.path().join("v").join("old");
-        volume_data::make_dirs(&fs, &old).unwrap();
-        volume_data::save(&fs, &blanks, &old, &data(10)).unwrap();
+        OpenFiles::with_pool(&fs, &Blanks::none())
+            .make_dirs(&old)
+            .unwrap();
+        OpenFiles::with_pool(&fs, &blanks)
+            .save(&old, &data(10))
+            .unwrap();
         let kept = std::fs::metadata(old.join(FILE_NAME)).unwrap().ino();
-        volume_data::remove_volume_data_dir(&fs, &blanks, &old).unwrap();
+        OpenFiles::with_pool(&fs, &blanks)
+            .remove_volume_data_dir(&old)
+            .unwrap();
         assert!(!old.exists(), "the volume's dir is removed");
         assert!(
             inodes(root.path()).contains(&kept),
@@ -561,9 +576,11 @@ mod tests {
             others.push(b);
         };
         let new = root.path().join("v").join("new");
-        volume_data::make_dirs(&fs, &new).unwrap();
+        OpenFiles::with_pool(&fs, &Blanks::none())
+            .make_dirs(&new)
+            .unwrap();
         let bytes = volume_data::encode(&data(1)).into_bytes();
-        let staged = volume_data::stage(&fs, Some(blank), &new, bytes).unwrap();
+        let staged = crate::disk::save::stage(&fs, Some(blank), &new, bytes).unwrap();
         staged.place(&fs).unwrap().wait().unwrap();
         let placed = std::fs::metadata(new.join(FILE_NAME)).unwrap();
         assert_eq!(placed.ino(), kept);
@@ -622,7 +639,8 @@ mod tests {
         let blanks_before = inodes(r);
         for (what, make) in cases {
             let dir = dir_with_file(r, what, make);
-            volume_data::remove_volume_data_dir(&fs, &blanks, &dir)
+            OpenFiles::with_pool(&fs, &blanks)
+                .remove_volume_data_dir(&dir)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(!dir.exists(), "{what}: the volume's dir is removed");
             assert_eq!(inodes(r), blanks_before, "{what}: nothing is kept");
@@ -632,7 +650,9 @@ mod tests {
         // The same pool keeps a plain file: the ones above were refused, not crowded out.
         let dir = dir_with_file(r, "plain", write);
         let plain = std::fs::metadata(dir.join(FILE_NAME)).unwrap().ino();
-        volume_data::remove_volume_data_dir(&fs, &blanks, &dir).unwrap();
+        OpenFiles::with_pool(&fs, &blanks)
+            .remove_volume_data_dir(&dir)
+            .unwrap();
         assert!(inodes(r).contains(&plain), "a plain file is kept");
     }
 
@@ -643,7 +663,9 @@ mod tests {
             let dir = dir_with_file(root.path(), &i.to_string(), |p| {
                 std::fs::write(p, "{}").unwrap()
             });
-            volume_data::remove_volume_data_dir(&fs, &blanks, &dir).unwrap();
+            OpenFiles::with_pool(&fs, &blanks)
+                .remove_volume_data_dir(&dir)
+                .unwrap();
             assert!(!dir.exists());
         }
         assert_eq!(ready(&blanks), HELD);
@@ -659,7 +681,9 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let fs = Beneath::open(root.path()).unwrap();
         let dir = dir_with_file(root.path(), "v", |p| std::fs::write(p, "{}").unwrap());
-        volume_data::remove_volume_data_dir(&fs, &Blanks::none(), &dir).unwrap();
+        OpenFiles::with_pool(&fs, &Blanks::none())
+            .remove_volume_data_dir(&dir)
+            .unwrap();
         assert!(!dir.exists());
         assert!(!temp_dir(root.path()).exists(), "no blank is kept");
     }

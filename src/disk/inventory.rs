@@ -14,17 +14,17 @@
 //!
 //! A staged volume is listed whether or not its `vol_data.json` is still there (a block one by
 //! either of its two paths); a published one only with its file. Everything is read through
-//! [`Beneath`]: symlinks and entries kcsi did not make are skipped, never followed, and no
+//! [`super::beneath::Beneath`]: symlinks and entries kcsi did not make are skipped, never followed, and no
 //! mounted directory is entered.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::beneath::{Beneath, Entry};
+use super::beneath::Entry;
+use super::files::{Files, OpenFiles};
 use super::mounts::MountTable;
 use super::paths::{is_sha256_hex, Layout};
 use super::volume_data::{self, keys, VolumeData};
@@ -54,8 +54,8 @@ pub struct DataFile {
 }
 
 impl DataFile {
-    fn load(fs: &Beneath, dir: &Path) -> DataFile {
-        let (volume_data, volume_data_error) = match volume_data::load(fs, dir) {
+    fn load(files: &OpenFiles, dir: &Path) -> DataFile {
+        let (volume_data, volume_data_error) = match files.load(dir) {
             Ok(d) => (Some(d), None),
             Err(e) => (None, Some(e.message().to_string())),
         };
@@ -114,10 +114,11 @@ pub struct Inventory {
     pub published: Vec<Published>,
 }
 
-/// Walks the layout's root once.
-pub fn walk(layout: &Layout) -> Result<Inventory> {
+/// Walks the root of `files` once.
+pub fn walk(files: &Files) -> Result<Inventory> {
+    let layout = files.layout();
     let w = Walker {
-        fs: layout.beneath()?,
+        fs: files.open()?,
         mounts: MountTable::read()?,
         layout,
     };
@@ -139,7 +140,7 @@ pub fn walk(layout: &Layout) -> Result<Inventory> {
 }
 
 struct Walker<'a> {
-    fs: Arc<Beneath>,
+    fs: OpenFiles<'a>,
     mounts: MountTable,
     layout: &'a Layout,
 }
@@ -148,7 +149,7 @@ impl Walker<'_> {
     /// The subdirectories of `dir`, sorted (none when it is missing; symlinks are not
     /// directories here, and mounted ones are not entered).
     fn dirs(&self, dir: &Path) -> Vec<OsString> {
-        let mut names = match self.fs.list(dir) {
+        let mut names = match self.fs.beneath().list(dir) {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!("{}", csi_log!("skipping {}: {e}", dir.display()));
@@ -157,7 +158,7 @@ impl Walker<'_> {
         };
         names.retain(|n| {
             let path = dir.join(n);
-            matches!(self.fs.entry(&path), Ok(Entry::Dir)) && !self.mounts.contains(&path)
+            matches!(self.fs.beneath().entry(&path), Ok(Entry::Dir)) && !self.mounts.contains(&path)
         });
         names.sort();
         names
@@ -165,7 +166,7 @@ impl Walker<'_> {
 
     fn mounted(&self, path: &Path) -> bool {
         matches!(
-            self.fs.entry(path),
+            self.fs.beneath().entry(path),
             Ok(Entry::Dir | Entry::File | Entry::Other)
         ) && self.mounts.contains(path)
     }
@@ -212,7 +213,7 @@ impl Walker<'_> {
                 && self
                     .layout
                     .block_data_dir(spec)
-                    .is_ok_and(|d| matches!(self.fs.entry(&d), Ok(Entry::Dir)));
+                    .is_ok_and(|d| matches!(self.fs.beneath().entry(&d), Ok(Entry::Dir)));
             if is_volume {
                 specs.insert(spec.to_string());
             }
@@ -259,7 +260,7 @@ impl Walker<'_> {
                     continue;
                 };
                 if matches!(
-                    self.fs.entry(&dir.join(volume_data::FILE_NAME)),
+                    self.fs.beneath().entry(&dir.join(volume_data::FILE_NAME)),
                     Ok(Entry::Missing)
                 ) {
                     continue;
@@ -280,7 +281,6 @@ impl Walker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::disk::blanks::Blanks;
 
     fn data(driver: &str, handle: &str) -> VolumeData {
         [
@@ -294,44 +294,36 @@ mod tests {
     #[test]
     fn walk_finds_staged_volumes_of_nested_drivers_block_ones_and_published_ones() {
         let root = tempfile::tempdir().unwrap();
-        let layout = Layout::new(root.path());
-        let fs = layout.beneath().unwrap();
+        let files = Files::without_blanks(root.path());
+        let layout = files.layout();
+        let fs = files.open().unwrap();
         let dmp = layout
             .device_mount_path("example.com/nested", "vol-1")
             .unwrap();
-        volume_data::make_dirs(&fs, &dmp).unwrap();
-        volume_data::save(
-            &fs,
-            &Blanks::none(),
-            dmp.parent().unwrap(),
-            &data("example.com/nested", "vol-1"),
-        )
-        .unwrap();
+        fs.make_dirs(&dmp).unwrap();
+        fs.save(dmp.parent().unwrap(), &data("example.com/nested", "vol-1"))
+            .unwrap();
         // A global mount whose file is gone: listed with the driver from the path.
         let orphan = layout.device_mount_path("d2", "vol-2").unwrap();
-        volume_data::make_dirs(&fs, &orphan).unwrap();
+        fs.make_dirs(&orphan).unwrap();
         // A block volume by its staging path, another by its data dir only (no STAGE_UNSTAGE).
         let block = layout.block_paths("spec-b", "").unwrap();
-        volume_data::make_dirs(&fs, &block.staging_path).unwrap();
-        volume_data::make_dirs(&fs, &block.data_dir).unwrap();
-        volume_data::save(&fs, &Blanks::none(), &block.data_dir, &data("blk", "vol-3")).unwrap();
+        fs.make_dirs(&block.staging_path).unwrap();
+        fs.make_dirs(&block.data_dir).unwrap();
+        fs.save(&block.data_dir, &data("blk", "vol-3")).unwrap();
         let unstaged = layout.block_data_dir("spec-c").unwrap();
-        volume_data::make_dirs(&fs, &unstaged).unwrap();
-        volume_data::save(&fs, &Blanks::none(), &unstaged, &data("blk", "vol-4")).unwrap();
+        fs.make_dirs(&unstaged).unwrap();
+        fs.save(&unstaged, &data("blk", "vol-4")).unwrap();
         let pod_mount = layout.pod_mount_path("uid-1", "pv1").unwrap();
-        volume_data::make_dirs(&fs, &pod_mount).unwrap();
-        volume_data::save(
-            &fs,
-            &Blanks::none(),
-            pod_mount.parent().unwrap(),
-            &data("d2", "vol-2"),
-        )
-        .unwrap();
+        fs.make_dirs(&pod_mount).unwrap();
+        fs.save(pod_mount.parent().unwrap(), &data("d2", "vol-2"))
+            .unwrap();
         // A pod volume dir without its file is not published; symlinks are not followed.
-        volume_data::make_dirs(&fs, &layout.pod_mount_path("uid-1", "pv0").unwrap()).unwrap();
+        fs.make_dirs(&layout.pod_mount_path("uid-1", "pv0").unwrap())
+            .unwrap();
         std::os::unix::fs::symlink("/", layout.plugin_dir().join("evil")).unwrap();
 
-        let found = walk(&layout).unwrap();
+        let found = walk(&files).unwrap();
         let summary: Vec<_> = found
             .staged
             .iter()
@@ -395,11 +387,12 @@ mod tests {
     #[test]
     fn staged_volumes_serialize_as_kcsi_list_device_mounts_reports_them() {
         let root = tempfile::tempdir().unwrap();
-        let layout = Layout::new(root.path());
-        let fs = layout.beneath().unwrap();
+        let files = Files::without_blanks(root.path());
+        let layout = files.layout();
+        let fs = files.open().unwrap();
         let dmp = layout.device_mount_path("d", "h").unwrap();
-        volume_data::make_dirs(&fs, &dmp).unwrap();
-        let [staged] = walk(&layout).unwrap().staged.try_into().unwrap();
+        fs.make_dirs(&dmp).unwrap();
+        let [staged] = walk(&files).unwrap().staged.try_into().unwrap();
         let json = serde_json::to_value(&staged).unwrap();
         let mut keys: Vec<&str> = json
             .as_object()

@@ -2,13 +2,11 @@
 //! passes in from escaping the root directory. Only this module composes kubelet paths.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use super::beneath::Beneath;
 use crate::error::{Error, Result};
-use crate::goquote::quote;
+use crate::names::{check_driver_name, check_name};
 
 /// Upstream's plugin name and its escaped form on disk.
 pub const PLUGIN_NAME: &str = "kubernetes.io/csi";
@@ -46,51 +44,10 @@ pub fn escape_qualified_name(s: &str) -> String {
     s.replace('/', "~")
 }
 
-/// Refuses a single path component that could leave its directory: empty, `.`, `..`, a `/`,
-/// a NUL or another control character.
-pub fn check_name(what: &str, name: &str) -> Result<()> {
-    let bad = name.is_empty()
-        || name == "."
-        || name == ".."
-        || name.contains('/')
-        || name.chars().any(char::is_control);
-    if bad {
-        return Err(Error::invalid(format!(
-            "{what} {} is not a safe name: it must be non-empty, not \".\" or \"..\", and \
-             contain no \"/\" or control characters",
-            quote(name)
-        )));
-    }
-    Ok(())
-}
-
-/// Driver names may nest (upstream does not escape them under `plugins/kubernetes.io/csi/`),
-/// but no component may be empty, `.` or `..`, and the name may not be absolute.
-pub fn check_driver_name(name: &str) -> Result<()> {
-    let bad = name.is_empty()
-        || name.starts_with('/')
-        || name.chars().any(char::is_control)
-        || name
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..");
-    if bad {
-        return Err(Error::invalid(format!(
-            "driver name {} is not safe: it must be non-empty, relative, free of control \
-             characters, and have no empty, \".\" or \"..\" path components",
-            quote(name)
-        )));
-    }
-    Ok(())
-}
-
 /// Where everything of one host lives.
 #[derive(Clone, Debug)]
 pub struct Layout {
     root: PathBuf,
-    /// The root, opened once for all of the host's operations: opening it by path cost each
-    /// volume lifecycle some seven path walks. Opened again when the directory it holds was
-    /// removed (a host recreates its root when missing).
-    opened: Arc<Mutex<Option<Arc<Beneath>>>>,
 }
 
 /// Where one block volume's files live for one pod (upstream `csiBlockMapper`'s getters).
@@ -110,26 +67,11 @@ pub struct BlockPaths {
 
 impl Layout {
     pub fn new(root: impl Into<PathBuf>) -> Layout {
-        Layout {
-            root: root.into(),
-            opened: Arc::default(),
-        }
+        Layout { root: root.into() }
     }
 
     pub fn root(&self) -> &Path {
         &self.root
-    }
-
-    /// The root opened for file operations that follow no symlink below it.
-    pub fn beneath(&self) -> Result<Arc<Beneath>> {
-        let opened = || self.opened.lock().unwrap_or_else(|p| p.into_inner());
-        let cached = opened().clone();
-        if let Some(fs) = cached.filter(|fs| !fs.root_removed()) {
-            return Ok(fs);
-        }
-        let fs = Arc::new(Beneath::open(&self.root)?);
-        *opened() = Some(fs.clone());
-        Ok(fs)
     }
 
     /// `<root>/plugins/kubernetes.io/csi` (not escaped, as upstream's GetPluginDir).
@@ -279,30 +221,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layout_opens_its_root_once_and_again_after_removal() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = Layout::new(dir.path().join("root"));
-        let first = layout.beneath().unwrap();
-        assert!(Arc::ptr_eq(&first, &layout.beneath().unwrap()));
-        assert!(Arc::ptr_eq(&first, &layout.clone().beneath().unwrap()));
-
-        std::fs::remove_dir(dir.path().join("root")).unwrap();
-        assert!(first.root_removed());
-        let again = layout.beneath().unwrap();
-        assert!(!Arc::ptr_eq(&first, &again));
-        assert!(
-            dir.path().join("root").is_dir(),
-            "the root was not made again"
-        );
-        let probe = dir.path().join("root/probe");
-        again.mkdir_all(&probe, 0o750).unwrap();
-        assert!(
-            probe.is_dir(),
-            "a directory made through the new handle is not in the new root"
-        );
-    }
-
-    #[test]
     fn hashes_match_upstream_vectors() {
         assert_eq!(
             attachment_name("vol-123", "test-driver", "fakeNode"),
@@ -350,7 +268,6 @@ mod tests {
         assert!(l.device_mount_path("../x", "h").is_err());
         assert!(l.device_mount_path("/abs", "h").is_err());
         assert!(l.device_mount_path("a//b", "h").is_err());
-        assert!(check_driver_name("com.example.csi/driver1").is_ok());
     }
 
     #[test]

@@ -5,12 +5,10 @@ use std::ffi::c_char;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::boundary::{
-    free_box, guard, guard_value, json_arg, opt_json_arg, out_arg, str_arg, write_json,
-    write_string,
-};
+use super::boundary::{guard, json_arg, opt_json_arg, out_arg, str_arg, write_json, write_string};
+use super::catch::guard_value;
 use super::error::kcsi_error;
-use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
+use super::handle::{child_arg, free_handle, handle_arg, impl_handle, write_handle, Child};
 use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::error::{Error, Result};
@@ -53,9 +51,9 @@ pub extern "C" fn kcsi_attacher_wait_for_attach(
     device_path_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let (host, _) = child_arg(a)?;
-        host.node_only("kcsi_attacher_wait_for_attach")?;
+        host.node_only(export)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         out_arg(device_path_out, "device_path_out")?;
         let timeout = timeout_arg(&host, timeout_ms);
@@ -75,9 +73,9 @@ pub extern "C" fn kcsi_attacher_device_mount_path(
     path_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let (host, _) = child_arg(a)?;
-        host.node_only("kcsi_attacher_device_mount_path")?;
+        host.node_only(export)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         out_arg(path_out, "path_out")?;
         write_string(
@@ -103,9 +101,9 @@ pub extern "C" fn kcsi_attacher_mount_device(
     args_json: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let (host, _) = child_arg(a)?;
-        host.node_only("kcsi_attacher_mount_device")?;
+        host.node_only(export)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let path = str_arg(device_mount_path, "device_mount_path")?;
         let args: MountDeviceArgs = opt_json_arg(args_json, "args_json")?;
@@ -126,9 +124,9 @@ pub extern "C" fn kcsi_attacher_unmount_device(
     device_mount_path: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let (host, _) = child_arg(a)?;
-        host.node_only("kcsi_attacher_unmount_device")?;
+        host.node_only(export)?;
         let path = str_arg(device_mount_path, "device_mount_path")?;
         runtime::block_on(attacher::unmount_device(&host, path))?
     })
@@ -139,7 +137,7 @@ fn timeout_arg(host: &Host, timeout_ms: i64) -> Duration {
     if timeout_ms > 0 {
         Duration::from_millis(timeout_ms as u64).min(crate::config::MAX_TIMEOUT)
     } else {
-        host.config.timeout
+        host.config().timeout
     }
 }
 
@@ -247,5 +245,5 @@ pub extern "C" fn kcsi_attacher_volumes_are_attached(
 /// Frees an attacher. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_attacher_free(a: *mut kcsi_attacher) {
-    guard_value((), || free_box(a))
+    guard_value((), || free_handle(a))
 }

@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::boundary::{
-    free_box, guard, guard_value, json_arg, opt_str_arg, out_arg, str_arg, write_json, write_string,
-};
+use super::boundary::{guard, json_arg, opt_str_arg, out_arg, str_arg, write_json, write_string};
+use super::catch::guard_value;
 use super::error::kcsi_error;
-use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
+use super::handle::{child_arg, free_handle, handle_arg, impl_handle, write_handle, Child};
 use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::runtime;
@@ -37,9 +36,9 @@ pub extern "C" fn kcsi_block_mapper_new(
     out: *mut *mut kcsi_block_mapper,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_block_mapper_new")?;
+        host.node_only(export)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
@@ -125,7 +124,7 @@ pub extern "C" fn kcsi_block_mapper_metrics(
 /// Frees a block mapper. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_block_mapper_free(m: *mut kcsi_block_mapper) {
-    guard_value((), || free_box(m))
+    guard_value((), || free_handle(m))
 }
 
 /// Creates a block unmapper from the volume's `data/vol_data.json`. `pod_uid` may be "" to
@@ -141,9 +140,9 @@ pub extern "C" fn kcsi_block_unmapper_new(
     out: *mut *mut kcsi_block_unmapper,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_block_unmapper_new")?;
+        host.node_only(export)?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
         out_arg(out, "out")?;
@@ -188,5 +187,5 @@ pub extern "C" fn kcsi_block_unmapper_tear_down_device(
 /// Frees a block unmapper. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_block_unmapper_free(u: *mut kcsi_block_unmapper) {
-    guard_value((), || free_box(u))
+    guard_value((), || free_handle(u))
 }

@@ -6,21 +6,21 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde::Deserialize;
 
+use super::catch::panic_message;
 use super::error::{c_string, kcsi_error, result_code};
 use super::{kcsi_result, KCSI_OK};
 use crate::error::{Error, Result};
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_string())
-}
-
 /// `guard!(err_out, || { ... })` in an export runs the body through [`run_guarded`], which names
-/// the export in a caught panic's message.
+/// the export in a caught panic's message; `guard!(err_out, |export| { ... })` also hands the
+/// body that name (for `Host::node_only`), so no export spells its own name.
 macro_rules! guard {
+    ($err_out:expr, |$export:ident| $body:expr) => {{
+        fn here() {}
+        let here = std::any::type_name_of_val(&here);
+        let $export = $crate::ffi::boundary::export_name(here);
+        $crate::ffi::boundary::run_guarded(here, $err_out, || $body)
+    }};
     ($err_out:expr, $body:expr) => {{
         fn here() {}
         $crate::ffi::boundary::run_guarded(std::any::type_name_of_val(&here), $err_out, $body)
@@ -30,7 +30,7 @@ pub(crate) use guard;
 
 /// The export's own name from the path of a fn item inside it
 /// (`kcsi::ffi::mounter::kcsi_mounter_new::here`).
-fn export_name(path: &str) -> &str {
+pub(crate) fn export_name(path: &str) -> &str {
     let path = path.strip_suffix("::here").unwrap_or(path);
     path.rsplit("::").next().unwrap_or(path)
 }
@@ -57,11 +57,6 @@ pub(crate) fn run_guarded(
         unsafe { *err_out = Box::into_raw(Box::new(kcsi_error::from_error(&err))) };
     }
     code
-}
-
-/// Runs an infallible export body; a caught panic yields `fallback`.
-pub(crate) fn guard_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
 }
 
 /// A borrowed, NUL-terminated UTF-8 argument that must not be NULL.
@@ -147,12 +142,4 @@ pub(crate) fn write_json(
 /// Writes a value to a checked output pointer.
 pub(crate) fn write_value<T>(p: *mut T, v: T) {
     unsafe { *p = v };
-}
-
-/// Frees what an export handed out as `Box::into_raw` (handles, error objects); NULL is a
-/// no-op. A handle's value lives on while a call on it is still running (see `handle.rs`).
-pub(crate) fn free_box<T>(p: *mut T) {
-    if !p.is_null() {
-        drop(unsafe { Box::from_raw(p) });
-    }
 }

@@ -29,11 +29,11 @@ pub extern "C" fn kcsi_list_device_mounts(
     mounts_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_list_device_mounts")?;
+        host.node_only(export)?;
         out_arg(mounts_json_out, "mounts_json_out")?;
-        let staged = inventory::walk(&host.layout)?.staged;
+        let staged = inventory::walk(host.files())?.staged;
         write_json(mounts_json_out, &staged, "device mounts")
     })
 }
@@ -53,9 +53,9 @@ pub extern "C" fn kcsi_unmount_device_by_handle(
     volume_handle: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_unmount_device_by_handle")?;
+        host.node_only(export)?;
         let driver = str_arg(driver, "driver")?;
         let volume_handle = str_arg(volume_handle, "volume_handle")?;
         runtime::block_on(attacher::unmount_device_by_handle(

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, CString};
 
-use super::boundary::{free_box, guard_value};
+use super::catch::guard_value;
 use super::*;
 use crate::error::{Error, ErrorClass, ErrorKind};
 
@@ -85,7 +85,11 @@ pub extern "C" fn kcsi_error_class(e: *const kcsi_error) -> i32 {
 /// Frees an error. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_error_free(e: *mut kcsi_error) {
-    guard_value((), || free_box(e))
+    guard_value((), || {
+        if !e.is_null() {
+            drop(unsafe { Box::from_raw(e) });
+        }
+    })
 }
 
 /// Frees a string kcsi returned through an `*_out` parameter. Calling with NULL is fine.

@@ -26,8 +26,8 @@ pub extern "C" fn kcsi_verify_exhausted_resource(
     out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        handle_arg(h)?.node_only("kcsi_verify_exhausted_resource")?;
+    guard!(err_out, |export| {
+        handle_arg(h)?.node_only(export)?;
         bool_query(node_arg(h), spec_json, out, |node, spec: &VolumeSpec| {
             runtime::block_on(node_updater::verify_exhausted_resource(node, spec))
         })

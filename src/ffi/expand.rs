@@ -24,9 +24,9 @@ pub extern "C" fn kcsi_node_expand(
     resized_out: *mut bool,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_node_expand")?;
+        host.node_only(export)?;
         let opts: ExpandOptions = json_arg(options_json, "options_json")?;
         out_arg(resized_out, "resized_out")?;
         let resized = runtime::block_on(expander::node_expand(&host, &opts))??;

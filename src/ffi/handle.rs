@@ -79,3 +79,11 @@ pub(crate) fn write_handle<H: Handle>(out: *mut *mut H, inner: H::Inner) {
     let raw = Box::into_raw(Box::new(H::wrap(Arc::new(inner))));
     unsafe { *out = raw };
 }
+
+/// Frees a handle an export handed out; NULL is a no-op. Its value lives on while a call on it
+/// is still running (the call holds its own `Arc`).
+pub(crate) fn free_handle<H: Handle>(p: *mut H) {
+    if !p.is_null() {
+        drop(unsafe { Box::from_raw(p) });
+    }
+}

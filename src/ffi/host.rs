@@ -3,9 +3,10 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use super::boundary::{free_box, guard, guard_value, out_arg, str_arg, write_string, write_value};
+use super::boundary::{guard, out_arg, str_arg, write_string, write_value};
+use super::catch::guard_value;
 use super::error::kcsi_error;
-use super::handle::{handle_arg, Handle};
+use super::handle::{free_handle, handle_arg, Handle};
 use super::kcsi_result;
 use crate::config::HostConfig;
 use crate::error::{Error, ErrorKind, Result};
@@ -112,6 +113,6 @@ pub extern "C" fn kcsi_host_free(h: *mut kcsi_host) {
         if let Some(node) = unsafe { h.as_ref() }.and_then(|h| h.node.as_ref()) {
             node.stop();
         }
-        free_box(h)
+        free_handle(h)
     })
 }

@@ -23,6 +23,7 @@ pub mod log;
 pub mod dlopen;
 
 mod boundary;
+mod catch;
 mod handle;
 
 use std::ffi::c_char;

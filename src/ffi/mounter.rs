@@ -5,12 +5,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::boundary::{
-    free_box, guard, guard_value, json_arg, opt_json_arg, out_arg, str_arg, write_json,
-    write_string,
-};
+use super::boundary::{guard, json_arg, opt_json_arg, out_arg, str_arg, write_json, write_string};
+use super::catch::guard_value;
 use super::error::kcsi_error;
-use super::handle::{child_arg, handle_arg, impl_handle, write_handle, Child};
+use super::handle::{child_arg, free_handle, handle_arg, impl_handle, write_handle, Child};
 use super::host::kcsi_host;
 use super::kcsi_result;
 use crate::runtime;
@@ -49,9 +47,9 @@ pub extern "C" fn kcsi_mounter_new(
     out: *mut *mut kcsi_mounter,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_mounter_new")?;
+        host.node_only(export)?;
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
@@ -125,7 +123,7 @@ pub extern "C" fn kcsi_mounter_metrics(
 /// Frees a mounter (the volume stays published). Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_mounter_free(m: *mut kcsi_mounter) {
-    guard_value((), || free_box(m))
+    guard_value((), || free_handle(m))
 }
 
 /// Creates an unmounter for the volume `spec_name` of pod `pod_uid` from the `vol_data.json`
@@ -143,9 +141,9 @@ pub extern "C" fn kcsi_unmounter_new(
     out: *mut *mut kcsi_unmounter,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_unmounter_new")?;
+        host.node_only(export)?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
         out_arg(out, "out")?;
@@ -172,5 +170,5 @@ pub extern "C" fn kcsi_unmounter_tear_down(
 /// Frees an unmounter. Calling with NULL is fine.
 #[no_mangle]
 pub extern "C" fn kcsi_unmounter_free(u: *mut kcsi_unmounter) {
-    guard_value((), || free_box(u))
+    guard_value((), || free_handle(u))
 }

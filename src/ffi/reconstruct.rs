@@ -25,9 +25,9 @@ pub extern "C" fn kcsi_construct_volume_spec(
     reconstructed_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_construct_volume_spec")?;
+        host.node_only(export)?;
         let volume_name = str_arg(volume_name, "volume_name")?;
         let mount_path = str_arg(mount_path, "mount_path")?;
         out_arg(reconstructed_json_out, "reconstructed_json_out")?;
@@ -50,9 +50,9 @@ pub extern "C" fn kcsi_construct_block_volume_spec(
     spec_json_out: *mut *mut c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_construct_block_volume_spec")?;
+        host.node_only(export)?;
         let pod_uid = str_arg(pod_uid, "pod_uid")?;
         let spec_name = str_arg(spec_name, "spec_name")?;
         let map_path = str_arg(map_path, "map_path")?;

@@ -37,9 +37,9 @@ pub extern "C" fn kcsi_validate_plugin(
     versions_len: usize,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
+    guard!(err_out, |export| {
         let host = handle_arg(h)?;
-        host.node_only("kcsi_validate_plugin")?;
+        host.node_only(export)?;
         let (name, endpoint, versions) = plugin_args(name, endpoint, versions, versions_len)?;
         registration::validate(&host, name, endpoint, &versions)
     })
@@ -59,8 +59,8 @@ pub extern "C" fn kcsi_register_plugin(
     timeout_ms: i64,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        handle_arg(h)?.node_only("kcsi_register_plugin")?;
+    guard!(err_out, |export| {
+        handle_arg(h)?.node_only(export)?;
         let node = node_arg(h)?;
         let (name, endpoint, versions) = plugin_args(name, endpoint, versions, versions_len)?;
         let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64));
@@ -80,8 +80,8 @@ pub extern "C" fn kcsi_deregister_plugin(
     name: *const c_char,
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
-    guard!(err_out, || {
-        handle_arg(h)?.node_only("kcsi_deregister_plugin")?;
+    guard!(err_out, |export| {
+        handle_arg(h)?.node_only(export)?;
         let node = node_arg(h)?;
         let name = str_arg(name, "name")?;
         runtime::block_on(registration::deregister(&node, name))?

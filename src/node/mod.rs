@@ -41,13 +41,13 @@ impl NodeAgent {
     /// inside the runtime (clients spawn tasks).
     pub fn new(config: HostConfig) -> Result<NodeAgent> {
         let host = Arc::new(Host::new(config)?);
-        let node_updater = match &host.kube {
-            Some(k) if host.config.gate("MutableCSINodeAllocatableCount") => {
+        let node_updater = match host.kube() {
+            Some(k) if host.config().gate("MutableCSINodeAllocatableCount") => {
                 Some(NodeUpdater::new(
-                    host.drivers.clone(),
+                    host.drivers().clone(),
                     k.csidrivers.clone(),
                     k.node_info.clone(),
-                    host.config.timeout,
+                    host.config().timeout,
                     crate::runtime::handle()?,
                 ))
             }
@@ -64,12 +64,12 @@ impl NodeAgent {
     /// the agent weakly, so it must already be shared). Must run inside the runtime.
     pub fn start(config: HostConfig) -> Result<Arc<NodeAgent>> {
         let node = Arc::new(NodeAgent::new(config)?);
-        if node.config.plugin_watcher {
+        if node.config().plugin_watcher {
             let dir = node
-                .config
+                .config()
                 .plugins_registry_dir
                 .clone()
-                .unwrap_or_else(|| node.layout.plugins_registry_dir());
+                .unwrap_or_else(|| node.layout().plugins_registry_dir());
             let watcher = PluginWatcher::start(dir, Arc::downgrade(&node))?;
             let _ = node.plugin_watcher.set(watcher);
         }

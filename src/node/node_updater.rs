@@ -190,7 +190,7 @@ pub async fn verify_exhausted_resource(node: &NodeAgent, spec: &VolumeSpec) -> b
     if updater.period(&src.driver).is_none() {
         return false;
     }
-    let name = attachment_name(&src.volume_handle, &src.driver, &host.config.node_name);
+    let name = attachment_name(&src.volume_handle, &src.driver, &host.config().node_name);
     let attachment = match host.volume_attachment(&name).await {
         Ok(a) => a,
         Err(e) => {

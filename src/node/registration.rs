@@ -12,15 +12,15 @@ use crate::csi;
 use crate::csi::csi_client::{CsiClient, NodeInfo};
 use crate::csi::driver_store::Driver;
 use crate::csi::validation::{check_existing, check_inputs, highest_version};
-use crate::disk::paths::check_driver_name;
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
 use crate::goquote::quote;
 use crate::host::Host;
+use crate::names::check_driver_name;
 use crate::node::NodeAgent;
 
 /// `ValidatePlugin`: no side effects.
 pub fn validate(host: &Host, name: &str, endpoint: &str, versions: &[String]) -> Result<()> {
-    csi::validation::validate(&host.drivers, name, endpoint, versions)
+    csi::validation::validate(host.drivers(), name, endpoint, versions)
 }
 
 /// `RegisterPlugin`: store the driver, ask it for its node info, publish that to the node's
@@ -47,7 +47,7 @@ pub async fn register_generation(
     timeout: Option<Duration>,
 ) -> Result<(NodeInfo, u64)> {
     let result = register_once(node, name, endpoint, versions, timeout).await;
-    node.host.telemetry.registration(result.is_ok());
+    node.host.telemetry().registration(result.is_ok());
     result
 }
 
@@ -64,9 +64,9 @@ async fn register_once(
     );
     check_inputs(name, endpoint)?;
     let host: &Host = &node.host;
-    let deadline = Instant::now() + timeout.unwrap_or(host.config.timeout).min(MAX_TIMEOUT);
+    let deadline = Instant::now() + timeout.unwrap_or(host.config().timeout).min(MAX_TIMEOUT);
     let version = highest_version("RegisterPlugin", name, versions)?;
-    let driver = host.drivers.insert_if(
+    let driver = host.drivers().insert_if(
         name,
         |existing| check_existing("RegisterPlugin", name, existing, &version),
         |generation| {
@@ -77,8 +77,8 @@ async fn register_once(
                 client: CsiClient::new(
                     name,
                     endpoint,
-                    host.telemetry.clone(),
-                    host.config.idle_connection,
+                    host.telemetry().clone(),
+                    host.config().idle_connection,
                 )?,
                 node_info: None,
                 generation,
@@ -92,7 +92,10 @@ async fn register_once(
     };
     match install(host, &driver, deadline).await {
         Ok(info) => {
-            if host.drivers.complete(name, driver.generation, info.clone()) {
+            if host
+                .drivers()
+                .complete(name, driver.generation, info.clone())
+            {
                 node.driver_changed(name);
                 tracing::info!(
                     "{}",
@@ -107,7 +110,7 @@ async fn register_once(
             }
         }
         Err(err) => {
-            if host.drivers.remove_generation(name, driver.generation) {
+            if host.drivers().remove_generation(name, driver.generation) {
                 node.driver_changed(name);
                 if let Err(e) = uninstall_node_info(host, name).await {
                     tracing::error!("{}", csi_log!("registrationHandler.RegisterPlugin failed to unregister plugin due to previous error: {e}"));
@@ -128,7 +131,9 @@ struct Pending<'a> {
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        self.host.drivers.remove_pending(self.name, self.generation);
+        self.host
+            .drivers()
+            .remove_pending(self.name, self.generation);
     }
 }
 
@@ -162,7 +167,7 @@ pub async fn deregister(node: &NodeAgent, name: &str) -> Result<()> {
     );
     check_driver_name(name)?;
     let host: &Host = &node.host;
-    let removed = host.drivers.remove(name);
+    let removed = host.drivers().remove(name);
     node.driver_changed(name);
     uninstall_node_info(host, name).await.map_err(|e| {
         tracing::error!(
@@ -184,7 +189,7 @@ pub async fn deregister(node: &NodeAgent, name: &str) -> Result<()> {
 /// deregistered by hand or replaced by another registration, nothing is removed.
 pub async fn deregister_generation(node: &NodeAgent, name: &str, generation: u64) -> Result<()> {
     let host: &Host = &node.host;
-    if !host.drivers.remove_generation(name, generation) {
+    if !host.drivers().remove_generation(name, generation) {
         tracing::info!(
             "{}",
             csi_log!("CSI driver {name} was deregistered or replaced since its registration; nothing to deregister")
@@ -207,7 +212,7 @@ pub async fn deregister_generation(node: &NodeAgent, name: &str, generation: u64
 /// Publishes a registered driver's node info to the Node and CSINode objects (nothing to
 /// publish when standalone).
 async fn install_node_info(host: &Host, driver: &str, info: &NodeInfo) -> Result<()> {
-    let Some(kube) = &host.kube else {
+    let Some(kube) = host.kube() else {
         return Ok(());
     };
     kube.node_info
@@ -222,7 +227,7 @@ async fn install_node_info(host: &Host, driver: &str, info: &NodeInfo) -> Result
 
 /// Removes a driver's node info from the Node and CSINode objects.
 async fn uninstall_node_info(host: &Host, driver: &str) -> Result<()> {
-    let Some(kube) = &host.kube else {
+    let Some(kube) = host.kube() else {
         return Ok(());
     };
     kube.node_info.uninstall(driver).await

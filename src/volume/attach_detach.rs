@@ -16,16 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::disk::paths::attachment_name;
 use crate::error::{Error, ErrorKind, Result};
-use crate::goquote::quote;
 use crate::host::Host;
 use crate::kube::client::call;
 use crate::kube::informer::Waited;
 use crate::kube::objects;
 use crate::kube::volumeattachment_informer::VolumeAttachmentInformer;
 use crate::spec::VolumeSpec;
-
-/// GetVolumeName's separator: `driver^handle`.
-const VOLUME_NAME_SEP: char = '^';
+use crate::volume::plugin::split_volume_name;
 
 /// The controller host's watched VolumeAttachments, or the refusal of `call` on a node host
 /// (`refusal`: upstream's message for it).
@@ -34,8 +31,7 @@ fn controller<'h>(
     call: &str,
     refusal: &str,
 ) -> Result<&'h VolumeAttachmentInformer> {
-    host.kube
-        .as_ref()
+    host.kube()
         .and_then(|k| k.volume_attachments.as_ref())
         .ok_or_else(|| {
             Error::new(
@@ -116,10 +112,7 @@ pub async fn attach(
     })?;
     let (driver, handle) = (&src.driver, &src.volume_handle);
     let name = attachment_name(handle, driver, node);
-    let kube = host
-        .kube
-        .as_ref()
-        .expect("a controller host has a kubeconfig");
+    let kube = host.kube().expect("a controller host has a kubeconfig");
     if !vas.is_synced() || vas.cached(&name).is_none() {
         let api: Api<VolumeAttachment> = Api::all(kube.api.client.clone());
         let va = new_attachment(spec, &name, driver, node);
@@ -160,21 +153,6 @@ pub async fn attach(
     }
 }
 
-/// `volume_name` (`driver^handle`, GetVolumeName's output) split in two.
-fn split_volume_name(volume_name: &str) -> Result<(&str, &str)> {
-    if volume_name.is_empty() {
-        return Err(Error::invalid("volume_name is empty"));
-    }
-    let mut parts = volume_name.split(VOLUME_NAME_SEP);
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(driver), Some(handle), None) => Ok((driver, handle)),
-        _ => Err(Error::invalid(format!(
-            "volume_name {} is not <driver>^<volume handle> (GetVolumeName's output)",
-            quote(volume_name)
-        ))),
-    }
-}
-
 /// `Detach`: deletes the VolumeAttachment of `driver^handle` on `node` and waits until it is
 /// gone (the external-attacher removes its finalizer after ControllerUnpublish);
 /// `status.detachError` is final, an attachment absent at the start is done.
@@ -187,10 +165,7 @@ pub async fn detach(host: &Host, volume_name: &str, node: &str, timeout: Duratio
     let (driver, handle) = split_volume_name(volume_name)?;
     check_node(node)?;
     let name = attachment_name(handle, driver, node);
-    let kube = host
-        .kube
-        .as_ref()
-        .expect("a controller host has a kubeconfig");
+    let kube = host.kube().expect("a controller host has a kubeconfig");
     let api: Api<VolumeAttachment> = Api::all(kube.api.client.clone());
     match call(
         timeout,
@@ -281,10 +256,7 @@ pub async fn volumes_are_attached(
         "the attach/detach controller's call needs \"role\": \"controller\"",
     )?;
     check_node(node)?;
-    let kube = host
-        .kube
-        .as_ref()
-        .expect("a controller host has a kubeconfig");
+    let kube = host.kube().expect("a controller host has a kubeconfig");
     let mut out = Vec::with_capacity(specs.len());
     for (i, spec) in specs.iter().enumerate() {
         let src = spec
@@ -310,19 +282,19 @@ pub async fn volumes_are_attached(
                 continue;
             }
         }
-        let attached = match objects::volume_attachment(&kube.api, host.config.timeout, &name).await
-        {
-            Ok(va) => va.status.is_some_and(|s| s.attached),
-            Err(e) => {
-                tracing::error!(
-                    driver,
-                    volume = handle.as_str(),
-                    "{}",
-                    csi_log!("attacher.VolumesAreAttached failed for attach.ID={name}: {e}")
-                );
-                false
-            }
-        };
+        let attached =
+            match objects::volume_attachment(&kube.api, host.config().timeout, &name).await {
+                Ok(va) => va.status.is_some_and(|s| s.attached),
+                Err(e) => {
+                    tracing::error!(
+                        driver,
+                        volume = handle.as_str(),
+                        "{}",
+                        csi_log!("attacher.VolumesAreAttached failed for attach.ID={name}: {e}")
+                    );
+                    false
+                }
+            };
         out.push(attached);
     }
     Ok(out)
@@ -331,16 +303,6 @@ pub async fn volumes_are_attached(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn volume_name_must_be_driver_caret_handle() {
-        assert_eq!(split_volume_name("d^h").unwrap(), ("d", "h"));
-        for bad in ["", "dh", "d^h^x"] {
-            let err = split_volume_name(bad).unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-            assert!(err.message().contains("volume_name"), "{}", err.message());
-        }
-    }
 
     #[test]
     fn migrated_inline_volume_attaches_by_spec_not_name() {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::disk::beneath::{Beneath, Entry};
-use crate::disk::blanks::Blanks;
+use crate::disk::beneath::Entry;
+use crate::disk::files::OpenFiles;
 use crate::disk::inventory::{self, Kind};
 use crate::disk::paths::attachment_name;
 use crate::disk::volume_data::{self, keys, VolumeData};
@@ -19,7 +19,7 @@ use crate::host::Host;
 use crate::spec::VolumeSpec;
 use crate::volume::block::BlockUnmapper;
 use crate::volume::capability::volume_capability;
-use crate::volume::operation::{make_dirs_and_stage, standalone_hint, with_dir_sync, Operation};
+use crate::volume::operation::{standalone_hint, with_dir_sync, Operation};
 
 /// Upstream `DeviceMounterArgs`: `{"fsGroup": int, "seLinuxLabel": string}`, both optional.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -45,7 +45,7 @@ pub async fn wait_for_attach(host: &Host, spec: &VolumeSpec, timeout: Duration) 
     let src = spec
         .persistent_source()
         .map_err(|e| e.context(csi_log!("attacher.WaitForAttach failed")))?;
-    let name = attachment_name(&src.volume_handle, &src.driver, &host.config.node_name);
+    let name = attachment_name(&src.volume_handle, &src.driver, &host.config().node_name);
     if spec
         .plain
         .as_ref()
@@ -94,7 +94,7 @@ pub fn device_mount_path(host: &Host, spec: &VolumeSpec) -> Result<PathBuf> {
     let src = spec
         .persistent_source()
         .map_err(|e| e.context(csi_log!("attacher.GetDeviceMountPath failed")))?;
-    host.layout
+    host.layout()
         .device_mount_path(&src.driver, &src.volume_handle)
 }
 
@@ -107,7 +107,7 @@ fn check_device_mount_path(host: &Host, what: &str, path: &str) -> Result<PathBu
         )));
     }
     let p = Path::new(path);
-    let plugin_dir = host.layout.plugin_dir();
+    let plugin_dir = host.layout().plugin_dir();
     let clean = p
         .components()
         .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
@@ -131,7 +131,7 @@ fn selinux_mount_option(host: &Host, driver: &str, label: Option<&str>) -> Resul
     let Some(label) = label.filter(|l| !l.is_empty()) else {
         return Ok(None);
     };
-    if !host.config.gate("SELinuxMountReadWriteOncePod") {
+    if !host.config().gate("SELinuxMountReadWriteOncePod") {
         return Ok(None);
     }
     let facts = host
@@ -152,7 +152,7 @@ pub async fn mount_device(
 ) -> Result<()> {
     let dmp = check_device_mount_path(host, "attacher.MountDevice", device_mount_path)?;
     let data_dir = dmp.parent().unwrap_or(&dmp);
-    let _volume = host.volume_locks.lock(data_dir).await;
+    let _volume = host.volume_locks().lock(data_dir).await;
     let src = spec.persistent_source().map_err(|e| {
         e.context(csi_log!(
             "attacher.MountDevice failed to get CSIPersistentVolumeSource"
@@ -190,7 +190,7 @@ pub async fn mount_device(
     let selinux = selinux_mount_option(host, &src.driver, args.se_linux_label.as_deref())?;
     mount_flags.extend(selinux.clone());
 
-    let fs = host.layout.beneath()?;
+    let files = host.files().open()?;
     let mut data = VolumeData::new();
     data.insert(keys::VOLUME_HANDLE.into(), src.volume_handle.clone());
     data.insert(keys::DRIVER_NAME.into(), src.driver.clone());
@@ -200,19 +200,19 @@ pub async fn mount_device(
             args.se_linux_label.clone().unwrap_or_default(),
         );
     }
-    let (made, staged) = make_dirs_and_stage(&fs, &host.blanks, data_dir, &data).await;
+    let (made, staged) = files.make_dirs_and_stage(data_dir, &data).await;
     made.map_err(|e| e.context(csi_log!("attacher.MountDevice")))?;
-    let synced = match staged.and_then(|s| s.place(&fs)) {
+    let synced = match staged.and_then(|s| files.place(s)) {
         Ok(sync) => sync,
         Err(e) => {
-            cleanup_global_mount(&fs, &host.blanks, &dmp);
+            cleanup_global_mount(&files, &dmp);
             return Err(e.context(csi_log!("failed to save volume info data")));
         }
     };
     // The global mount dir only after the file, so a volume without the file never has one
-    // that kcsi made (see `volume_data::only_leftovers`).
-    if let Err(e) = volume_data::make_dirs(&fs, &dmp) {
-        cleanup_global_mount(&fs, &host.blanks, &dmp);
+    // that kcsi made (see `OpenFiles::only_leftovers`).
+    if let Err(e) = files.make_dirs(&dmp) {
+        cleanup_global_mount(&files, &dmp);
         return Err(e.context(csi_log!("attacher.MountDevice")));
     }
     if !caps.stage_unstage {
@@ -235,11 +235,13 @@ pub async fn mount_device(
     let fs_type = src.fs_type.clone().unwrap_or_default();
     let capability = volume_capability(access_mode, &caps, &fs_type, mount_flags, fs_group);
     // The driver resolves the path itself: a symlink swapped in since must not lead it out.
-    fs.check_no_symlink(&dmp, &csi_log!("attacher.MountDevice"))?;
+    files
+        .beneath()
+        .check_no_symlink(&dmp, &csi_log!("attacher.MountDevice"))?;
     let stage = op.node_stage(src, &dmp, publish_context, capability, secrets);
     if let Err(e) = with_dir_sync(synced, stage).await {
         if !e.is_uncertain() {
-            cleanup_global_mount(&fs, &host.blanks, &dmp);
+            cleanup_global_mount(&files, &dmp);
         }
         return Err(e);
     }
@@ -257,8 +259,8 @@ pub async fn mount_device(
 
 /// After a final MountDevice error: globalmount, vol_data.json and the sha dir go, unless
 /// something is mounted there (then they are needed to unmount it later).
-fn cleanup_global_mount(fs: &Beneath, blanks: &Blanks, dmp: &Path) {
-    if let Err(e) = volume_data::remove_mount_dir(fs, blanks, dmp) {
+fn cleanup_global_mount(files: &OpenFiles, dmp: &Path) {
+    if let Err(e) = files.remove_mount_dir(dmp) {
         tracing::error!(
             "{}",
             csi_log!(
@@ -277,17 +279,17 @@ fn cleanup_global_mount(fs: &Beneath, blanks: &Blanks, dmp: &Path) {
 pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> {
     let dmp = check_device_mount_path(host, "attacher.UnmountDevice", device_mount_path)?;
     let data_dir = dmp.parent().unwrap_or(&dmp);
-    let _volume = host.volume_locks.lock(data_dir).await;
-    let fs = host.layout.beneath()?;
-    let data = match volume_data::load(&fs, data_dir) {
+    let _volume = host.volume_locks().lock(data_dir).await;
+    let files = host.files().open()?;
+    let data = match files.load(data_dir) {
         Ok(d) => d,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             tracing::info!(
                 "{}",
                 csi_log!("attacher.UnmountDevice skipped because volume data file is missing: {e}")
             );
-            if volume_data::only_leftovers(&fs, data_dir, None)? {
-                remove_global_mount(&fs, &host.blanks, &dmp)?;
+            if files.only_leftovers(data_dir, None)? {
+                remove_global_mount(&files, &dmp)?;
             }
             return Ok(());
         }
@@ -299,14 +301,14 @@ pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> 
     };
     let driver_name = volume_data::get(&data, keys::DRIVER_NAME, data_dir)?;
     let volume_handle = volume_data::get(&data, keys::VOLUME_HANDLE, data_dir)?;
-    unstage(host, &fs, &dmp, driver_name, volume_handle).await
+    unstage(host, &files, &dmp, driver_name, volume_handle).await
 }
 
 /// NodeUnstageVolume (when the driver has STAGE_UNSTAGE_VOLUME), then removal of the global
 /// mount dir. The caller holds the volume's lock.
 async fn unstage(
     host: &Host,
-    fs: &Beneath,
+    files: &OpenFiles<'_>,
     dmp: &Path,
     driver_name: &str,
     volume_handle: &str,
@@ -330,7 +332,9 @@ async fn unstage(
         .with_class(ErrorClass::Final)
     })?;
     if caps.stage_unstage {
-        fs.check_no_symlink(dmp, &csi_log!("attacher.UnmountDevice"))?;
+        files
+            .beneath()
+            .check_no_symlink(dmp, &csi_log!("attacher.UnmountDevice"))?;
         let path = dmp.display().to_string();
         op.client()
             .node_unstage(volume_handle, &path, op.deadline)
@@ -345,11 +349,11 @@ async fn unstage(
     } else {
         tracing::info!("{}", csi_log!("attacher.UnmountDevice STAGE_UNSTAGE_VOLUME capability not set. Skipping UnmountDevice..."));
     }
-    remove_global_mount(fs, &host.blanks, dmp)
+    remove_global_mount(files, dmp)
 }
 
-fn remove_global_mount(fs: &Beneath, blanks: &Blanks, dmp: &Path) -> Result<()> {
-    volume_data::remove_mount_dir(fs, blanks, dmp).map_err(|e| {
+fn remove_global_mount(files: &OpenFiles, dmp: &Path) -> Result<()> {
+    files.remove_mount_dir(dmp).map_err(|e| {
         e.context(csi_log!(
             "failed to clean up global mount {}",
             dmp.display()
@@ -368,10 +372,10 @@ pub async fn unmount_device_by_handle(
     driver: &str,
     volume_handle: &str,
 ) -> Result<()> {
-    let dmp = host.layout.device_mount_path(driver, volume_handle)?;
+    let dmp = host.layout().device_mount_path(driver, volume_handle)?;
     let data_dir = dmp.parent().unwrap_or(&dmp);
-    if host.layout.beneath()?.entry(data_dir)? == Entry::Missing {
-        let block = inventory::walk(&host.layout)?.staged.into_iter().find(|s| {
+    if host.files().open()?.beneath().entry(data_dir)? == Entry::Missing {
+        let block = inventory::walk(host.files())?.staged.into_iter().find(|s| {
             s.kind == Kind::Block
                 && s.driver.as_deref() == Some(driver)
                 && s.volume_handle.as_deref() == Some(volume_handle)
@@ -381,9 +385,9 @@ pub async fn unmount_device_by_handle(
             return unmapper.tear_down_device(host, "", "").await;
         }
     }
-    let _volume = host.volume_locks.lock(data_dir).await;
-    let fs = host.layout.beneath()?;
-    match volume_data::load(&fs, data_dir) {
+    let _volume = host.volume_locks().lock(data_dir).await;
+    let files = host.files().open()?;
+    match files.load(data_dir) {
         Ok(data) => {
             let recorded = (data.get(keys::DRIVER_NAME), data.get(keys::VOLUME_HANDLE));
             if recorded != (Some(&driver.to_string()), Some(&volume_handle.to_string())) {
@@ -403,5 +407,5 @@ pub async fn unmount_device_by_handle(
         }
         Err(e) => return Err(e.context(csi_log!("attacher.UnmountDevice"))),
     }
-    unstage(host, &fs, &dmp, driver, volume_handle).await
+    unstage(host, &files, &dmp, driver, volume_handle).await
 }

@@ -22,8 +22,8 @@ use serde_json::json;
 
 use crate::csi::csi_client::NodeCapabilities;
 use crate::csi::proto::csi;
-use crate::disk::beneath::{Beneath, Entry};
-use crate::disk::blanks::Blanks;
+use crate::disk::beneath::Entry;
+use crate::disk::files::OpenFiles;
 use crate::disk::paths::{attachment_name, BlockPaths};
 use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
@@ -69,12 +69,13 @@ impl BlockMapper {
             )));
         }
         let spec_name = spec.name().to_string();
-        let paths = host.layout.block_paths(&spec_name, &pod_uid)?;
+        let paths = host.layout().block_paths(&spec_name, &pod_uid)?;
 
-        let _volume = host.volume_locks.lock(&paths.volume_dir).await;
-        let fs = host.layout.beneath()?;
-        volume_data::make_dirs(&fs, &paths.data_dir)?;
-        let node = &host.config.node_name;
+        let _volume = host.volume_locks().lock(&paths.volume_dir).await;
+        let files = host.files().open()?;
+        let fs = files.beneath();
+        files.make_dirs(&paths.data_dir)?;
+        let node = &host.config().node_name;
         let data: VolumeData = [
             (keys::SPEC_VOL_ID, spec_name.as_str()),
             (keys::VOLUME_HANDLE, volume_handle.as_str()),
@@ -88,8 +89,9 @@ impl BlockMapper {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        if let Err(e) = volume_data::save(&fs, &host.blanks, &paths.data_dir, &data) {
-            let clean = volume_data::remove_volume_data_dir(&fs, &host.blanks, &paths.data_dir)
+        if let Err(e) = files.save(&paths.data_dir, &data) {
+            let clean = files
+                .remove_volume_data_dir(&paths.data_dir)
                 .and_then(|()| fs.remove_dir(&paths.volume_dir, "failed to delete volume dir"));
             if let Err(clean) = clean {
                 tracing::error!(
@@ -202,7 +204,7 @@ impl BlockMapper {
     /// (data, dev and staging dirs), as upstream.
     pub async fn set_up_device(&self, host: &Host) -> Result<Option<PathBuf>> {
         let src = self.source()?;
-        let _volume = host.volume_locks.lock(&self.paths.volume_dir).await;
+        let _volume = host.volume_locks().lock(&self.paths.volume_dir).await;
         let (op, publish_context, caps) = self.begin(host, "SetUpDevice").await?;
         if !caps.stage_unstage {
             tracing::info!("{}", csi_log!("blockMapper.stageVolumeForBlock STAGE_UNSTAGE_VOLUME capability not set. Skipping MountDevice..."));
@@ -216,8 +218,10 @@ impl BlockMapper {
             )
             .await?;
         let staging = &self.paths.staging_path;
-        let fs = host.layout.beneath()?;
-        volume_data::make_dirs(&fs, staging)
+        let files = host.files().open()?;
+        let fs = files.beneath();
+        files
+            .make_dirs(staging)
             .map_err(|e| e.context(csi_log!("blockMapper.stageVolumeForBlock")))?;
         let capability =
             volume_capability(self.access_mode(), &caps, FS_TYPE_BLOCK, Vec::new(), None);
@@ -226,7 +230,7 @@ impl BlockMapper {
         let stage = op.node_stage(src, staging, publish_context, capability, secrets);
         if let Err(e) = stage.await {
             if !e.is_uncertain() {
-                if let Err(clean) = cleanup_orphan_device_files(&fs, &host.blanks, &self.paths) {
+                if let Err(clean) = cleanup_orphan_device_files(&files, &self.paths) {
                     tracing::error!("{}", csi_log!("blockMapper.SetUpDevice failed to clean up after a final error: {clean}"));
                 }
             }
@@ -239,11 +243,13 @@ impl BlockMapper {
     /// creates the parent directory; the driver creates the file.
     pub async fn map_pod_device(&self, host: &Host) -> Result<PathBuf> {
         let src = self.source()?;
-        let _volume = host.volume_locks.lock(&self.paths.volume_dir).await;
+        let _volume = host.volume_locks().lock(&self.paths.volume_dir).await;
         let (op, publish_context, caps) = self.begin(host, "MapPodDevice").await?;
         let publish_path = self.paths.publish_path()?;
-        let fs = host.layout.beneath()?;
-        volume_data::make_dirs(&fs, &self.paths.publish_dir)
+        let files = host.files().open()?;
+        let fs = files.beneath();
+        files
+            .make_dirs(&self.paths.publish_dir)
             .map_err(|e| e.context(csi_log!("blockMapper.publishVolumeForBlock")))?;
 
         let mut volume_context: HashMap<String, String> = src
@@ -309,14 +315,15 @@ pub struct BlockUnmapper {
 impl BlockUnmapper {
     /// `pod_uid` may be empty: the kubelet tears a device down without a pod.
     pub fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<BlockUnmapper> {
-        let paths = host.layout.block_paths(spec_name, pod_uid)?;
+        let paths = host.layout().block_paths(spec_name, pod_uid)?;
         let load = || -> Result<Option<(String, String)>> {
-            let fs = host.layout.beneath()?;
-            let data = match volume_data::load(&fs, &paths.data_dir) {
+            let files = host.files().open()?;
+            let fs = files.beneath();
+            let data = match files.load(&paths.data_dir) {
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     let data_name = paths.data_dir.file_name().and_then(|n| n.to_str());
                     let leftovers = fs.entry(&paths.staging_path)? == Entry::Missing
-                        && volume_data::only_leftovers(&fs, &paths.volume_dir, data_name)?;
+                        && files.only_leftovers(&paths.volume_dir, data_name)?;
                     return if leftovers { Ok(None) } else { Err(e) };
                 }
                 other => other?,
@@ -362,12 +369,12 @@ impl BlockUnmapper {
     /// driver decides what is left to do).
     pub async fn unmap_pod_device(&self, host: &Host) -> Result<()> {
         let publish_path = self.paths.publish_path()?;
-        let _volume = host.volume_locks.lock(&self.paths.volume_dir).await;
+        let _volume = host.volume_locks().lock(&self.paths.volume_dir).await;
         let Some((driver, volume_handle)) = &self.volume else {
             return Ok(());
         };
         let op = self.operation(host, driver, "UnmapPodDevice")?;
-        host.layout.beneath()?.check_no_symlink(
+        host.files().open()?.beneath().check_no_symlink(
             publish_path,
             &csi_log!("blockMapper.unpublishVolumeForBlock"),
         )?;
@@ -389,8 +396,9 @@ impl BlockUnmapper {
             "{}",
             csi_log!("blockMapper.TearDownDevice [mapPath={map_path}, devicePath={device}]")
         );
-        let _volume = host.volume_locks.lock(&self.paths.volume_dir).await;
-        let fs = host.layout.beneath()?;
+        let _volume = host.volume_locks().lock(&self.paths.volume_dir).await;
+        let files = host.files().open()?;
+        let fs = files.beneath();
         if let Some((driver, volume_handle)) = &self.volume {
             let op = self.operation(host, driver, "TearDownDevice")?;
             let staging = &self.paths.staging_path;
@@ -416,7 +424,7 @@ impl BlockUnmapper {
                 fs.remove_all_one_filesystem(staging)?;
             }
         }
-        if let Err(e) = cleanup_orphan_device_files(&fs, &host.blanks, &self.paths) {
+        if let Err(e) = cleanup_orphan_device_files(&files, &self.paths) {
             tracing::debug!(
                 "{}",
                 csi_log!("Failed to clean up block volume directory {e}")
@@ -429,7 +437,8 @@ impl BlockUnmapper {
 /// Upstream `cleanupOrphanDeviceFiles`: the (empty) publish dir, the staging path, and
 /// everything under `volumeDevices/<spec>` — never crossing a mount point. `data/vol_data.json`
 /// goes last, so an interrupted cleanup can be retried with a new unmapper.
-fn cleanup_orphan_device_files(fs: &Beneath, blanks: &Blanks, paths: &BlockPaths) -> Result<()> {
+fn cleanup_orphan_device_files(files: &OpenFiles, paths: &BlockPaths) -> Result<()> {
+    let fs = files.beneath();
     fs.remove_dir(
         &paths.publish_dir,
         &csi_log!("failed to remove publish directory"),
@@ -444,7 +453,7 @@ fn cleanup_orphan_device_files(fs: &Beneath, blanks: &Blanks, paths: &BlockPaths
             fs.remove_all_one_filesystem(&path)?;
         }
     }
-    volume_data::remove_volume_data_dir(fs, blanks, &paths.data_dir)?;
+    files.remove_volume_data_dir(&paths.data_dir)?;
     fs.remove_dir(&paths.volume_dir, &csi_log!("failed to delete volume dir"))
 }
 
@@ -457,8 +466,8 @@ pub fn construct_block_volume_spec(
     map_path: &str,
 ) -> Result<serde_json::Value> {
     tracing::debug!("{}", csi_log!("plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={map_path}]"));
-    let data_dir = host.layout.block_data_dir(spec_name)?;
-    let data = volume_data::load(&*host.layout.beneath()?, &data_dir).map_err(|e| {
+    let data_dir = host.layout().block_data_dir(spec_name)?;
+    let data = host.files().open()?.load(&data_dir).map_err(|e| {
         e.context(csi_log!(
             "plugin.ConstructBlockVolumeSpec failed loading volume data using [{map_path}]"
         ))

@@ -1,13 +1,10 @@
 //! What the kubelet reads from a driver's CSIDriver object, with the API server's defaults
 //! applied and upstream's behaviour when no object exists.
 
-use std::sync::atomic::AtomicU64;
-
 use k8s_openapi::api::storage::v1::{CSIDriver, TokenRequest};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::kube::csidriver_informer::CsiDriverFeed;
 use crate::spec::LifecycleMode;
 
 /// The API server's default token lifetime for `tokenRequests`.
@@ -140,84 +137,5 @@ impl Host {
     /// hosts from their config.
     pub fn driver_facts(&self, driver: &str) -> Result<DriverFacts> {
         self.with_csidriver(driver, |object| DriverFacts::new(driver, object))?
-    }
-
-    /// Grows (release order) after every change to the CSIDriver objects the facts come from;
-    /// never, for a host config's objects. An answer cached with the value read before asking
-    /// is current while the value has not moved.
-    pub fn csidriver_generation(&self) -> &AtomicU64 {
-        match &self.kube {
-            Some(kube) => kube.csidrivers.generation(),
-            None => &self.config_generation,
-        }
-    }
-
-    /// The feed of a `"csiDriversFromHost"` host, or why `call` cannot feed this one.
-    fn csidriver_feed(&self, call: &str) -> Result<&CsiDriverFeed> {
-        self.kube
-            .as_ref()
-            .and_then(|k| k.csidriver_feed.as_ref())
-            .ok_or_else(|| {
-                let source = if self.kube.is_some() {
-                    "lists and watches the CSIDriver objects itself"
-                } else {
-                    "runs standalone: its CSIDriver objects are its config's \"csiDrivers\""
-                };
-                Error::new(
-                    ErrorKind::FailedPrecondition,
-                    format!("{call}: this host {source}; only a host made with \"csiDriversFromHost\": true (and a \"kubeconfig\") takes them from its program"),
-                )
-            })
-    }
-
-    /// A CSIDriver object the host program's informer added or updated
-    /// (`"csiDriversFromHost"` hosts).
-    pub fn apply_csidriver(&self, object: CSIDriver) -> Result<()> {
-        const CALL: &str = "kcsi_host_csidriver_apply";
-        let feed = self.csidriver_feed(CALL)?;
-        if object.metadata.name.as_deref().unwrap_or("").is_empty() {
-            return Err(Error::invalid(format!(
-                "{CALL}: the CSIDriver has no metadata.name"
-            )));
-        }
-        feed.apply(object);
-        Ok(())
-    }
-
-    /// The CSIDriver `name` deleted from the host program's informer; NOT_FOUND when kcsi
-    /// did not have it (nothing changes then).
-    pub fn delete_csidriver(&self, name: &str) -> Result<()> {
-        const CALL: &str = "kcsi_host_csidriver_delete";
-        if self.csidriver_feed(CALL)?.delete(name) {
-            return Ok(());
-        }
-        Err(Error::not_found(format!(
-            "{CALL}: there is no CSIDriver {name:?} to delete"
-        )))
-    }
-
-    /// The host program's informer has synced (it fed every CSIDriver object it listed):
-    /// lookups stop waiting for the first list.
-    pub fn csidrivers_synced(&self) -> Result<()> {
-        self.csidriver_feed("kcsi_host_csidrivers_synced")?.synced();
-        Ok(())
-    }
-
-    /// `read` of the CSIDriver object of `driver` (or `None`), without building all its facts:
-    /// the kubelet's reconciler asks CanAttach and RequiresRemount of every volume every 100 ms.
-    pub fn with_csidriver<T>(
-        &self,
-        driver: &str,
-        read: impl FnOnce(Option<&CSIDriver>) -> T,
-    ) -> Result<T> {
-        if let Some(kube) = &self.kube {
-            return Ok(read(kube.csidrivers.get(driver)?.as_deref()));
-        }
-        Ok(read(
-            self.config
-                .csi_drivers
-                .iter()
-                .find(|d| d.metadata.name.as_deref() == Some(driver)),
-        ))
     }
 }

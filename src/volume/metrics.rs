@@ -55,7 +55,7 @@ pub async fn volume_stats(
         .client()
         .node_get_volume_stats(volume_handle, path, op.deadline)
         .await?;
-    let with_condition = host.config.gate("CSIVolumeHealth") && caps.volume_condition;
+    let with_condition = host.config().gate("CSIVolumeHealth") && caps.volume_condition;
     from_response(time, resp, with_condition, volume_handle)
 }
 

@@ -18,8 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::csi::proto::csi::NodePublishVolumeRequest;
 use crate::csi::proto::TOKENS_KEY;
-use crate::disk::beneath::Beneath;
-use crate::disk::blanks::Blanks;
+use crate::disk::files::OpenFiles;
 use crate::disk::paths::{attachment_name, ephemeral_volume_handle};
 use crate::disk::volume_data::{self, keys, VolumeData};
 use crate::error::{Error, ErrorClass, ErrorKind, Result};
@@ -30,9 +29,7 @@ use crate::volume::capability::volume_capability;
 use crate::volume::driver_facts::{DriverFacts, DEFAULT_TOKEN_EXPIRATION_SECONDS};
 use crate::volume::fs_group::{self, ChangePolicy};
 use crate::volume::metrics::{self, VolumeMetrics};
-use crate::volume::operation::{
-    make_dirs_and_stage, pod_info_attributes, with_dir_sync, Operation,
-};
+use crate::volume::operation::{pod_info_attributes, with_dir_sync, Operation};
 
 /// `kcsi_mounter_set_up`'s `args_json` (upstream `MounterArgs`).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -80,7 +77,7 @@ impl Mounter {
     /// its own read-only flag; a PV its handle and the spec's read-only flag.
     pub fn new(host: &Host, spec: VolumeSpec, pod: Pod) -> Result<Mounter> {
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
-        let path = host.layout.pod_mount_path(&pod_uid, spec.name())?;
+        let path = host.layout().pod_mount_path(&pod_uid, spec.name())?;
         let (driver, volume_handle, read_only) = match spec.source()? {
             Source::Inline(s) => (
                 s.driver.clone(),
@@ -108,7 +105,7 @@ impl Mounter {
 
     /// Upstream `pkg/volume/csi/csi_mounter.go SetUpAt`, step for step, with its error classes.
     pub async fn set_up(&self, host: &Host, args: &MounterArgs) -> Result<()> {
-        let _volume = host.volume_locks.lock(self.dir()).await;
+        let _volume = host.volume_locks().lock(self.dir()).await;
         let (driver, volume, pod) = (&self.driver, &self.volume_handle, &self.pod_uid);
         tracing::debug!(
             driver,
@@ -156,14 +153,15 @@ impl Mounter {
         let mut p = self.publication(host, &op, caps.stage_unstage).await?;
 
         let label = args.se_linux_label.as_deref().unwrap_or("");
-        let selinux_mount = host.config.gate("SELinuxMountReadWriteOncePod")
+        let selinux_mount = host.config().gate("SELinuxMountReadWriteOncePod")
             && facts.se_linux_mount
             && !label.is_empty();
         let data = self.volume_data(host, selinux_mount.then_some(label));
 
         let dir = self.dir();
-        let fs = host.layout.beneath()?;
-        let (made, staged) = make_dirs_and_stage(&fs, &host.blanks, dir, &data).await;
+        let files = host.files().open()?;
+        let fs = files.beneath();
+        let (made, staged) = files.make_dirs_and_stage(dir, &data).await;
         made.map_err(|e| e.prefix(csi_log!("mounter.SetUpAt ")))?;
         fs.check_no_symlink(&self.path, &csi_log!("mounter.SetUpAt"))?;
         let mut secrets = op
@@ -195,11 +193,11 @@ impl Mounter {
             p.mount_options.push(format!("context={}", quote(label)));
         }
 
-        let synced = match staged.and_then(|s| s.place(&fs)) {
+        let synced = match staged.and_then(|s| files.place(s)) {
             Ok(sync) => sync,
             Err(e) => {
                 // Final, as upstream's SetUpAt returns the save error itself.
-                self.clean_up(&fs, &host.blanks);
+                self.clean_up(&files);
                 return Err(e
                     .context(csi_log!("mounter.SetUpAt failed to save volume info data"))
                     .with_class(ErrorClass::Final));
@@ -230,7 +228,7 @@ impl Mounter {
         let client = op.client();
         if let Err(e) = with_dir_sync(synced, client.node_publish(req, op.deadline)).await {
             if e.class() == ErrorClass::Final && !args.reconstructed_volume && !args.is_remount {
-                self.clean_up(&fs, &host.blanks);
+                self.clean_up(&files);
             }
             return Err(e);
         }
@@ -306,7 +304,7 @@ impl Mounter {
             Source::Persistent(s) => {
                 let staging_path = if stage_unstage {
                     Some(
-                        host.layout
+                        host.layout()
                             .device_mount_path(&s.driver, &s.volume_handle)
                             .map_err(|e| {
                                 e.context(csi_log!(
@@ -352,8 +350,8 @@ impl Mounter {
     }
 
     /// Upstream `removeMountDir` after a failed SetUp: leaves a mounted target alone.
-    fn clean_up(&self, fs: &Beneath, blanks: &Blanks) {
-        if let Err(e) = volume_data::remove_mount_dir(fs, blanks, &self.path) {
+    fn clean_up(&self, files: &OpenFiles) {
+        if let Err(e) = files.remove_mount_dir(&self.path) {
             tracing::error!(
                 "{}",
                 csi_log!(
@@ -365,7 +363,7 @@ impl Mounter {
     }
 
     fn volume_data(&self, host: &Host, selinux_context: Option<&str>) -> VolumeData {
-        let node = &host.config.node_name;
+        let node = &host.config().node_name;
         let mut data: VolumeData = [
             (keys::SPEC_VOL_ID, self.spec.name()),
             (keys::VOLUME_HANDLE, &self.volume_handle),
@@ -453,13 +451,13 @@ pub struct Unmounter {
 impl Unmounter {
     /// Upstream `NewUnmounter`: loads `<pod volume dir>/vol_data.json`.
     pub fn new(host: &Host, spec_name: &str, pod_uid: &str) -> Result<Unmounter> {
-        let path = host.layout.pod_mount_path(pod_uid, spec_name)?;
+        let path = host.layout().pod_mount_path(pod_uid, spec_name)?;
         let dir = path.parent().unwrap_or(&path);
         let load = || -> Result<Option<(String, String)>> {
-            let fs = host.layout.beneath()?;
-            let data = match volume_data::load(&fs, dir) {
+            let files = host.files().open()?;
+            let data = match files.load(dir) {
                 Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return if volume_data::only_leftovers(&fs, dir, None)? {
+                    return if files.only_leftovers(dir, None)? {
                         Ok(None)
                     } else {
                         Err(e)
@@ -488,9 +486,11 @@ impl Unmounter {
     /// unless the target is still mounted. A failed unpublish is final.
     pub async fn tear_down(&self, host: &Host) -> Result<()> {
         let dir = self.path.parent().unwrap_or(&self.path);
-        let _volume = host.volume_locks.lock(dir).await;
+        let _volume = host.volume_locks().lock(dir).await;
         let clean = || -> Result<()> {
-            volume_data::remove_mount_dir(&*host.layout.beneath()?, &host.blanks, &self.path)
+            host.files()
+                .open()?
+                .remove_mount_dir(&self.path)
                 .map_err(|e| {
                     e.context(csi_log!(
                         "Unmounter.TearDownAt failed to clean mount dir [{}]",
@@ -499,7 +499,7 @@ impl Unmounter {
                 })
         };
         let Some((driver, volume_handle)) = &self.volume else {
-            if !volume_data::only_leftovers(&*host.layout.beneath()?, dir, None)? {
+            if !host.files().open()?.only_leftovers(dir, None)? {
                 return Err(Error::new(
                     ErrorKind::FailedPrecondition,
                     csi_log!(
@@ -529,8 +529,9 @@ impl Unmounter {
             driver,
             &csi_log!("Unmounter.TearDownAt failed to get CSI client"),
         )?;
-        host.layout
-            .beneath()?
+        host.files()
+            .open()?
+            .beneath()
             .check_no_symlink(&self.path, &csi_log!("Unmounter.TearDownAt"))?;
         let target = self.path.to_string_lossy();
         op.client()

@@ -14,10 +14,8 @@ use crate::config::MAX_TIMEOUT;
 use crate::csi::csi_client::{CsiClient, NodeCapabilities};
 use crate::csi::driver_store::Driver;
 use crate::csi::proto::csi;
-use crate::disk::beneath::{Beneath, DirSync};
-use crate::disk::blanks::Blanks;
+use crate::disk::beneath::DirSync;
 use crate::disk::paths::attachment_name;
-use crate::disk::volume_data::{self, Staged, VolumeData};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::plain_spec::SecretKind;
@@ -36,7 +34,7 @@ impl<'h> Operation<'h> {
     /// failure (it may register soon, e.g. after a kubelet restart); `what` prefixes its
     /// message with upstream's per-method wording (e.g. "mounter.SetUpAt failed to get CSI client").
     pub fn start(host: &'h Host, driver_name: &str, what: &str) -> Result<Operation<'h>> {
-        Self::start_with_timeout(host, driver_name, what, host.config.timeout)
+        Self::start_with_timeout(host, driver_name, what, host.config().timeout)
     }
 
     pub fn start_with_timeout(
@@ -89,7 +87,7 @@ impl<'h> Operation<'h> {
         let name = attachment_name(
             volume_handle,
             &self.driver.name,
-            &self.host.config.node_name,
+            &self.host.config().node_name,
         );
         let va = self
             .host
@@ -161,7 +159,7 @@ impl<'h> Operation<'h> {
 /// A standalone host has no VolumeAttachment to read: `err` (a failed read of one for
 /// `driver`) gets how to tell kcsi the driver needs none, or how to give it an API server.
 pub fn standalone_hint(host: &Host, driver: &str, err: Error) -> Error {
-    if host.kube.is_some() {
+    if host.kube().is_some() {
         return err;
     }
     let hint = format!(
@@ -198,38 +196,6 @@ pub fn pod_info_attributes(pod: &Pod, pod_uid: &str, mode: LifecycleMode) -> [(S
     ]
 }
 
-/// Makes a volume's directories (`dir` and its missing parents) while its `vol_data.json` is
-/// [`volume_data::stage`]d on a blocking thread: the file's fsync is most of a save's time and
-/// needs none of those directories. The file goes into one of `blanks` when one is ready. Both
-/// outcomes are the caller's (who holds the
-/// volume's lock); a staged file it drops unplaced is removed.
-pub async fn make_dirs_and_stage(
-    fs: &Beneath,
-    blanks: &Blanks,
-    dir: &Path,
-    data: &VolumeData,
-) -> (Result<()>, Result<Staged>) {
-    let staging = fs.try_clone().map(|stager| {
-        let bytes = volume_data::encode(data).into_bytes();
-        let (blank, dir) = (blanks.take(bytes.len()), dir.to_path_buf());
-        tokio::task::spawn_blocking(move || volume_data::stage(&stager, blank, &dir, bytes))
-    });
-    let made = volume_data::make_dirs(fs, dir);
-    let staged = match staging {
-        Ok(task) => task.await.unwrap_or_else(|e| {
-            Err(Error::internal(format!(
-                "writing the volume data file panicked: {e}"
-            )))
-        }),
-        Err(e) => Err(e),
-    };
-    let staged = match made {
-        Ok(true) => staged.map(Staged::in_new_dir),
-        _ => staged,
-    };
-    (made.map(|_| ()), staged)
-}
-
 /// Runs `call` (the driver call a `vol_data.json` was just written for) while `sync`, the
 /// directory fsync that makes the file's rename durable, runs on a blocking thread: the file
 /// is in place before the driver is called, and durable before the operation returns, without
@@ -257,30 +223,5 @@ pub async fn with_dir_sync<T>(
             }
             Err(e)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn make_dirs_and_stage_removes_the_staged_file_when_the_dirs_cannot_be_made() {
-        let root = tempfile::tempdir().unwrap();
-        let fs = Beneath::open(root.path()).unwrap();
-        let data: VolumeData = [("k".to_string(), "v".to_string())].into_iter().collect();
-        let dir = root.path().join("pods/uid/volumes/kubernetes.io~csi/pv");
-        let (made, staged) = make_dirs_and_stage(&fs, &Blanks::none(), &dir, &data).await;
-        made.unwrap();
-        staged.unwrap().place(&fs).unwrap().wait().unwrap();
-        assert_eq!(volume_data::load(&fs, &dir).unwrap(), data);
-
-        std::fs::write(root.path().join("blocked"), "").unwrap();
-        let (made, staged) =
-            make_dirs_and_stage(&fs, &Blanks::none(), &root.path().join("blocked/pv"), &data).await;
-        assert!(made.is_err());
-        drop(staged);
-        let tmp = volume_data::temp_dir(root.path());
-        assert_eq!(std::fs::read_dir(tmp).unwrap().count(), 0);
     }
 }

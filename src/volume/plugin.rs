@@ -2,9 +2,33 @@
 //! support, attachability, device mountability, remount, SELinux context mounts.
 
 use crate::error::{Error, Result};
+use crate::goquote::quote;
 use crate::host::Host;
 use crate::spec::{SourceHead, SpecHead};
 use crate::volume::driver_facts::{attach_required, requires_republish};
+
+/// GetVolumeName's separator: `driver^handle`.
+const VOLUME_NAME_SEP: char = '^';
+
+/// The name the kubelet keys a persistent volume by (GetVolumeName's output): `driver^handle`.
+pub fn unique_volume_name(driver: &str, volume_handle: &str) -> String {
+    format!("{driver}{VOLUME_NAME_SEP}{volume_handle}")
+}
+
+/// `volume_name` (`driver^handle`, GetVolumeName's output) split in two.
+pub fn split_volume_name(volume_name: &str) -> Result<(&str, &str)> {
+    if volume_name.is_empty() {
+        return Err(Error::invalid("volume_name is empty"));
+    }
+    let mut parts = volume_name.split(VOLUME_NAME_SEP);
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(driver), Some(handle), None) => Ok((driver, handle)),
+        _ => Err(Error::invalid(format!(
+            "volume_name {} is not <driver>^<volume handle> (GetVolumeName's output)",
+            quote(volume_name)
+        ))),
+    }
+}
 
 /// `GetVolumeName`: `driver^handle`, persistent volumes only.
 pub fn volume_name(spec: &SpecHead) -> Result<String> {
@@ -13,7 +37,7 @@ pub fn volume_name(spec: &SpecHead) -> Result<String> {
         SourceHead::Persistent {
             driver,
             volume_handle,
-        } => Ok(format!("{driver}^{volume_handle}")),
+        } => Ok(unique_volume_name(driver, volume_handle)),
         SourceHead::Inline { .. } => Err(Error::invalid(
             "unexpected api.CSIVolumeSource found in volume.Spec",
         )
@@ -61,11 +85,27 @@ pub fn requires_remount(host: &Host, spec: &SpecHead) -> bool {
 /// `SupportsSELinuxContextMount`: with the gate `SELinuxMountReadWriteOncePod`, the CSIDriver's
 /// `seLinuxMount` (false without a CSIDriver); always false without the gate.
 pub fn supports_selinux_context_mount(host: &Host, spec: &SpecHead) -> Result<bool> {
-    if !host.config.gate("SELinuxMountReadWriteOncePod") {
+    if !host.config().gate("SELinuxMountReadWriteOncePod") {
         return Ok(false);
     }
     let driver = match spec.source()? {
         SourceHead::Inline { driver } | SourceHead::Persistent { driver, .. } => driver,
     };
     Ok(host.driver_facts(driver)?.se_linux_mount)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn volume_name_must_be_driver_caret_handle() {
+        assert_eq!(split_volume_name("d^h").unwrap(), ("d", "h"));
+        for bad in ["", "dh", "d^h^x"] {
+            let err = split_volume_name(bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+            assert!(err.message().contains("volume_name"), "{}", err.message());
+        }
+    }
 }

@@ -22,7 +22,7 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
     let dir = Path::new(mount_path);
     check_pod_volume_dir(host, dir)?;
     let load = || -> Result<Value> {
-        let data = volume_data::load(&*host.layout.beneath()?, dir)?;
+        let data = host.files().open()?.load(dir)?;
         let spec_name = volume_data::get(&data, keys::SPEC_VOL_ID, dir)?.to_string();
         let driver = volume_data::get(&data, keys::DRIVER_NAME, dir)?.to_string();
         let ephemeral = data.get(keys::LIFECYCLE_MODE).map(String::as_str)
@@ -57,7 +57,7 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
             };
             json!({ "persistentVolume": pv, "readOnly": false })
         };
-        let selinux = if host.config.gate("SELinuxMountReadWriteOncePod") {
+        let selinux = if host.config().gate("SELinuxMountReadWriteOncePod") {
             data.get(keys::SELINUX_MOUNT_CONTEXT)
                 .cloned()
                 .unwrap_or_default()
@@ -76,7 +76,7 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
 /// kcsi only reads volume data inside its own pods dir: `mount_path` must be absolute, free of
 /// `.`/`..` components, and below `<root>/pods/`.
 fn check_pod_volume_dir(host: &Host, dir: &Path) -> Result<()> {
-    let pods = host.layout.pods_dir();
+    let pods = host.layout().pods_dir();
     let plain = dir
         .components()
         .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));

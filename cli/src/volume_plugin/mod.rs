@@ -91,8 +91,8 @@ pub async fn run(a: VolumePluginCmd) -> Result<i32, UsageError> {
         Some(&csidriver),
     )?;
     // Made now, not by the first call that reads it.
-    host.layout
-        .beneath()
+    host.files()
+        .open()
         .map_err(|e| UsageError(format!("--root: {e}")))?;
     let versions: Vec<String> = VERSIONS.iter().map(|v| v.to_string()).collect();
     registration::register(

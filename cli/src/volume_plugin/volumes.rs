@@ -15,6 +15,7 @@ use kcsi::disk::volume_lock::VolumeLocks;
 use kcsi::error::{Error, ErrorKind, Result};
 use kcsi::node::NodeAgent;
 use kcsi::volume::capability::access_mode;
+use kcsi::volume::plugin::unique_volume_name;
 use kcsi::volume::reconstruct::construct_volume_spec;
 use serde_json::{json, Value};
 use tonic::transport::Channel;
@@ -136,9 +137,9 @@ impl Plugin {
     fn staged(&self, d: &Description) -> Result<bool> {
         let dmp = self
             .host
-            .layout
+            .layout()
             .device_mount_path(&self.driver, &d.volume_handle)?;
-        let staged = inventory::walk(&self.host.layout)?.staged;
+        let staged = inventory::walk(self.host.files())?.staged;
         Ok(staged.iter().any(|s| match s.kind {
             Kind::Block => d.block && s.spec_name.as_deref() == Some(d.name.as_str()),
             Kind::Filesystem => !d.block && s.device_mount_path == dmp,
@@ -148,12 +149,13 @@ impl Plugin {
     /// The volume's publishes found on disk, by pod UID.
     pub fn publishes(&self, d: &Description) -> Result<Vec<Publish>> {
         if d.block {
-            let dir = self.host.layout.block_publish_dir(&d.name)?;
-            let fs = self.host.layout.beneath()?;
+            let dir = self.host.layout().block_publish_dir(&d.name)?;
+            let files = self.host.files().open()?;
+            let fs = files.beneath();
             let mut out = Vec::new();
             for uid in fs.list(&dir)? {
                 let uid = uid.to_string_lossy().into_owned();
-                let path = self.host.layout.block_publish_path(&d.name, &uid)?;
+                let path = self.host.layout().block_publish_path(&d.name, &uid)?;
                 let mounted = mounts::is_mount_point(&path).unwrap_or(false);
                 out.push(Publish {
                     pod_uid: uid,
@@ -165,9 +167,9 @@ impl Plugin {
             out.sort_by(|a, b| a.pod_uid.cmp(&b.pod_uid));
             return Ok(out);
         }
-        let volume_name = format!("{}^{}", self.driver, d.volume_handle);
+        let volume_name = unique_volume_name(&self.driver, &d.volume_handle);
         let mut out = Vec::new();
-        for e in inventory::walk(&self.host.layout)?.published {
+        for e in inventory::walk(self.host.files())?.published {
             if e.spec_name != d.name {
                 continue;
             }
@@ -336,7 +338,7 @@ impl Plugin {
 
     /// The caller's directories the kubelet would remove with the pod; only empty ones go.
     fn remove_pod_dirs(&self, d: &Description, uid: &str) {
-        let layout = &self.host.layout;
+        let layout = self.host.layout();
         let first = if d.block {
             layout.pod_device_map_dir(uid)
         } else {
@@ -344,9 +346,10 @@ impl Plugin {
                 .pod_volume_dir(uid, &d.name)
                 .map(|p| p.parent().map(Path::to_path_buf).unwrap_or(p))
         };
-        let (Ok(first), Ok(fs)) = (first, layout.beneath()) else {
+        let (Ok(first), Ok(files)) = (first, self.host.files().open()) else {
             return;
         };
+        let fs = files.beneath();
         let pods = layout.pods_dir();
         for dir in first.ancestors().take_while(|a| *a != pods.as_path()) {
             if fs.remove_dir(dir, "cannot remove a pod dir").is_err() {

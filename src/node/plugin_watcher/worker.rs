@@ -18,9 +18,9 @@ use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
-use crate::csi::csi_client::go_status_text;
 use crate::csi::proto::registration::registration_client::RegistrationClient;
 use crate::csi::proto::registration::{InfoRequest, PluginInfo, RegistrationStatus};
+use crate::grpcgo::go_status_text;
 use crate::node::registration;
 use crate::node::NodeAgent;
 
