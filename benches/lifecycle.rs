@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use common::capi::*;
 use common::driver::capability;
 use common::mounts_below;
-use kcsi::csi::proto::csi;
-use kcsi::csi::proto::csi::node_client::NodeClient;
+use kcsi::proto::csi;
+use kcsi::proto::csi::node_client::NodeClient;
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 

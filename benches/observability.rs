@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::capi::{check, cstr, pod, take_string, Host as CHost};
 use kcsi::ffi;
-use kcsi::telemetry::{CsiRecorder, Telemetry};
+use kcsi::{CsiRecorder, Telemetry};
 use serde_json::json;
 
 const DRIVER: &str = "obs-bench.csi.k8s.io";
@@ -45,10 +45,10 @@ fn instrument_one_rpc(
 }
 
 fn main() {
-    kcsi::logging::init();
+    kcsi::init_logging();
     let telemetry = Telemetry::new();
     let t = telemetry.csi_recorder(DRIVER);
-    let request = kcsi::csi::proto::csi::NodePublishVolumeRequest::default();
+    let request = kcsi::proto::csi::NodePublishVolumeRequest::default();
     for _ in 0..10_000 {
         instrument_one_rpc(&t, tokio::time::Instant::now(), "vol-1", &request);
     }

@@ -12,15 +12,14 @@ use std::time::{Duration, Instant};
 use common::apiserver::ApiServer;
 use common::{short_tempdir, DriverProcess};
 use k8s_openapi::api::core::v1::Node;
-use kcsi::config::HostConfig;
-use kcsi::kube::client::ApiClient;
-use kcsi::node::registration;
-use kcsi::node::NodeAgent;
-use kcsi::runtime;
+use kcsi::registration;
+use kcsi::ApiClient;
+use kcsi::HostConfig;
+use kcsi::NodeAgent;
 use kube::api::{Api, PostParams};
 
 fn run<F: std::future::Future>(fut: F) -> F::Output {
-    runtime::block_on(fut).expect("kcsi runtime")
+    kcsi::block_on(fut).expect("kcsi runtime")
 }
 
 fn requests(host: &NodeAgent) -> u64 {

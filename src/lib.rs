@@ -25,20 +25,93 @@ macro_rules! csi_log {
     };
 }
 
-pub mod config;
-pub mod csi;
-pub mod disk;
-pub mod error;
+mod config;
+mod csi;
+mod disk;
+mod error;
 pub mod ffi;
 mod goquote;
 mod grpcgo;
-pub mod host;
-pub mod kube;
-pub mod logging;
+mod host;
+mod kube;
+mod logging;
 mod names;
-pub mod node;
-pub mod plain_spec;
-pub mod runtime;
-pub mod spec;
-pub mod telemetry;
-pub mod volume;
+mod node;
+mod plain_spec;
+mod runtime;
+mod spec;
+mod telemetry;
+mod volume;
+
+// The facade: what a program built on kcsi (the `kcsi` command and its volume plugin, the
+// integration tests and benchmarks) uses. Everything else is the crate's own.
+
+pub use config::HostConfig;
+pub use error::{Error, ErrorClass, ErrorKind, Result};
+pub use host::Host;
+pub use node::NodeAgent;
+pub use spec::VolumeSpec;
+
+/// The volume operations on a node, as the kubelet's volume manager runs them.
+pub use volume::block::{BlockMapper, BlockUnmapper};
+pub use volume::expander::{node_expand, ExpandOptions};
+pub use volume::metrics::volume_stats;
+pub use volume::mounter::{Mounter, MounterArgs, Unmounter};
+pub use volume::plugin::unique_volume_name;
+
+/// The attacher (upstream `csiAttacher`) on a node: wait for the attachment, mount and
+/// unmount the device.
+pub mod attacher {
+    pub use crate::volume::attacher::{
+        device_mount_path, mount_device, unmount_device, wait_for_attach, MountDeviceArgs,
+    };
+}
+
+/// The registration handler (upstream `RegistrationHandler`): a driver's socket registered,
+/// checked and deregistered.
+pub mod registration {
+    pub use crate::node::registration::{deregister, register, validate};
+}
+
+/// A volume's spec rebuilt from what is on disk (the kubelet's reconstruction).
+pub mod reconstruct {
+    pub use crate::volume::block::construct_block_volume_spec;
+    pub use crate::volume::reconstruct::construct_volume_spec;
+}
+
+/// What is staged and published under a root: one walk over the kubelet's layout.
+pub mod inventory {
+    pub use crate::disk::inventory::{walk, DataFile, Inventory, Kind, Published, Staged};
+}
+
+/// The kubelet's on-disk layout and the files kcsi writes there.
+pub use disk::beneath::{Beneath, Entry};
+pub use disk::files::Files;
+pub use disk::mounts::{is_mount_point, mounts_below};
+pub use disk::paths::{
+    attachment_name, ephemeral_volume_handle, sha256_hex, Layout, ESCAPED_PLUGIN_NAME,
+};
+pub use disk::temp_dir::temp_dir;
+pub use disk::volume_data::keys as volume_data_keys;
+pub use disk::volume_lock::VolumeLocks;
+
+/// The CSI side: the protos, and what kcsi reads from a driver.
+pub use csi::csi_client::{socket_path, NodeInfo};
+pub use csi::proto;
+
+/// Kubernetes API access: the client and the node info kcsi keeps on Node and CSINode.
+pub use kube::client::ApiClient;
+pub use kube::node_info::{
+    migrated_plugins, NodeInfoManager, ANNOTATION_MIGRATED_PLUGINS, ANNOTATION_NODE_ID,
+};
+
+/// Values a host program passes in: access modes, quantities, secrets files, CSIDriver facts.
+pub use plain_spec::SecretsFile;
+pub use volume::capability::access_mode;
+pub use volume::driver_facts::FsGroupPolicy;
+pub use volume::quantity::parse_bytes;
+
+/// The process-wide runtime, log routing and a host's metrics registry.
+pub use logging::{init as init_logging, set_sink as set_log_sink};
+pub use runtime::{block_on, handle as runtime_handle};
+pub use telemetry::{CsiRecorder, Telemetry};

@@ -61,8 +61,9 @@ pub struct PlainSpec {
     pub publish_context: Option<HashMap<String, String>>,
 }
 
-/// Which secrets an operation sends.
+/// Which secrets an operation sends, named for the CSI call they go with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)]
 pub enum SecretKind {
     NodeStage,
     NodePublish,

@@ -15,8 +15,8 @@ use common::plugin_peers::{
     driver_socket, plugin_info, Answer, FaultyRegistrationServer, Hostpath, Registrar,
 };
 use common::{driver_names, short_tempdir, wait_for};
-use kcsi::config::HostConfig;
-use kcsi::node::NodeAgent;
+use kcsi::HostConfig;
+use kcsi::NodeAgent;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -66,7 +66,7 @@ impl Drop for Watched {
 }
 
 fn start_host(config: &str) -> Arc<NodeAgent> {
-    let _rt = kcsi::runtime::handle().unwrap().enter();
+    let _rt = kcsi::runtime_handle().unwrap().enter();
     NodeAgent::start(HostConfig::from_json(config).unwrap()).unwrap()
 }
 
@@ -85,7 +85,7 @@ fn state_is(w: &Watched, path: &Path, state: &str) -> bool {
 
 /// Runs `f` with kcsi's runtime entered (the fault server spawns on it).
 fn in_runtime<T>(f: impl FnOnce() -> T) -> T {
-    let _rt = kcsi::runtime::handle().unwrap().enter();
+    let _rt = kcsi::runtime_handle().unwrap().enter();
     f()
 }
 
@@ -223,7 +223,7 @@ fn driver_restarted_behind_a_running_registrar_stays_registered_and_usable() {
     driver.restart();
     assert_eq!(w.listed(), ["hostpath.csi.k8s.io"]);
     let d = w.host.driver("hostpath.csi.k8s.io").unwrap();
-    let info = kcsi::runtime::block_on(
+    let info = kcsi::block_on(
         d.client
             .node_get_info(tokio::time::Instant::now() + Duration::from_secs(10)),
     )
@@ -357,7 +357,7 @@ fn capture_logs() -> Arc<Mutex<Vec<String>>> {
         .get_or_init(|| {
             let lines = Arc::new(Mutex::new(Vec::new()));
             let sink = lines.clone();
-            kcsi::logging::set_sink(
+            kcsi::set_log_sink(
                 Some(Arc::new(move |_, _, msg: &str| {
                     sink.lock().unwrap().push(msg.to_string())
                 })),

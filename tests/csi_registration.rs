@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 
 use common::capi::{call, cstr, take_json, CErr, Host as CHost};
 use common::{driver_names, host_config, short_tempdir, DriverProcess, DRIVER};
-use kcsi::config::HostConfig;
-use kcsi::error::{ErrorClass, ErrorKind};
 use kcsi::ffi;
-use kcsi::node::registration;
-use kcsi::node::NodeAgent;
-use kcsi::runtime;
+use kcsi::registration;
+use kcsi::HostConfig;
+use kcsi::NodeAgent;
+use kcsi::{ErrorClass, ErrorKind};
 use serde_json::json;
 
 fn host(node: &str) -> (tempfile::TempDir, Arc<NodeAgent>) {
@@ -33,8 +32,8 @@ fn register(
     name: &str,
     endpoint: &str,
     versions: &[&str],
-) -> kcsi::error::Result<kcsi::csi::csi_client::NodeInfo> {
-    runtime::block_on(registration::register(
+) -> kcsi::Result<kcsi::NodeInfo> {
+    kcsi::block_on(registration::register(
         host,
         name,
         endpoint,
@@ -58,11 +57,11 @@ fn register_lists_node_info_and_deregister_removes_it() {
     assert_eq!(d["nodeId"], "node-a");
     assert_eq!(d["maxVolumesPerNode"], 7);
     assert_eq!(d["topology"]["topology.hostpath.csi/node"], "node-a");
-    runtime::block_on(registration::deregister(&host, DRIVER))
+    kcsi::block_on(registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap();
     assert!(driver_names(&host).is_empty());
-    let again = runtime::block_on(registration::deregister(&host, DRIVER))
+    let again = kcsi::block_on(registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap_err();
     assert_eq!(again.kind(), ErrorKind::NotFound);
@@ -175,7 +174,7 @@ fn register_times_out_on_a_socket_that_never_answers() {
     let _silent_listener = UnixListener::bind(&path).unwrap();
     let (_root, host) = host("node-a");
     let start = Instant::now();
-    let err = runtime::block_on(registration::register(
+    let err = kcsi::block_on(registration::register(
         &host,
         DRIVER,
         path.to_str().unwrap(),
@@ -266,7 +265,7 @@ fn two_hosts_never_see_each_others_drivers() {
     assert!(driver_names(&h2).is_empty());
     // The same name registers independently on the other host.
     register(&h2, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
-    runtime::block_on(registration::deregister(&h1, DRIVER))
+    kcsi::block_on(registration::deregister(&h1, DRIVER))
         .unwrap()
         .unwrap();
     assert_eq!(driver_names(&h2), vec![DRIVER]);
@@ -278,12 +277,12 @@ fn reregistration_after_driver_restart_uses_a_fresh_connection() {
     let (_root, host) = host("node-a");
     register(&host, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     driver.restart();
-    runtime::block_on(registration::deregister(&host, DRIVER))
+    kcsi::block_on(registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap();
     register(&host, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     let d = host.drivers().get(DRIVER).unwrap();
-    let info = runtime::block_on(
+    let info = kcsi::block_on(
         d.client
             .node_get_info(tokio::time::Instant::now() + Duration::from_secs(10)),
     )

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use common::chost::{CErr, CHost};
 use common::{mounts_below, short_tempdir, unmount_below, wait_for, DriverProcess, DRIVER};
-use kcsi::disk::mounts::is_mount_point;
-use kcsi::disk::paths::{Layout, ESCAPED_PLUGIN_NAME};
 use kcsi::ffi::*;
+use kcsi::is_mount_point;
+use kcsi::{Layout, ESCAPED_PLUGIN_NAME};
 use serde_json::{json, Value};
 
 const UID: &str = "pod-1";
@@ -406,7 +406,7 @@ fn kills_mid_write_leave_temp_files_only_in_kcsis_temp_dir_which_a_new_host_swee
     let handle = env.driver.create_volume("pv-kill", false, 1 << 20);
     let (pod_dir, dmp) = (env.pod_dir("pv-kill"), env.dmp(&handle));
     let sha_dir = dmp.parent().unwrap().to_path_buf();
-    let temp_dir = kcsi::disk::temp_dir::temp_dir(env.root());
+    let temp_dir = kcsi::temp_dir(env.root());
     let scratch = short_tempdir("kcsi-kill");
     // A write in flight: a new temp file, or a blank (made ahead, all zeros) being written.
     let temps = |dir: &Path| -> Vec<String> {

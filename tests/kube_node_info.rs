@@ -7,10 +7,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use kcsi::error::ErrorKind;
-use kcsi::kube::node_info::{
-    migrated_plugins, NodeInfoManager, ANNOTATION_MIGRATED_PLUGINS, ANNOTATION_NODE_ID,
-};
+use kcsi::ErrorKind;
+use kcsi::{migrated_plugins, NodeInfoManager, ANNOTATION_MIGRATED_PLUGINS, ANNOTATION_NODE_ID};
 use serde_json::json;
 
 use common::apiserver::*;
@@ -25,10 +23,9 @@ const OTHER: &str = "net.example.storage.other-driver";
 const MIGRATED: &str = "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume";
 
 fn manager(node: &str) -> NodeInfoManager {
-    let config = kcsi::config::HostConfig::from_json(
-        &json!({"nodeName": node, "rootDir": "/tmp"}).to_string(),
-    )
-    .unwrap();
+    let config =
+        kcsi::HostConfig::from_json(&json!({"nodeName": node, "rootDir": "/tmp"}).to_string())
+            .unwrap();
     NodeInfoManager::new(
         admin(),
         node,
@@ -37,11 +34,7 @@ fn manager(node: &str) -> NodeInfoManager {
     )
 }
 
-fn install(
-    node: &str,
-    limit: i64,
-    topology: Option<BTreeMap<String, String>>,
-) -> kcsi::error::Result<()> {
+fn install(node: &str, limit: i64, topology: Option<BTreeMap<String, String>>) -> kcsi::Result<()> {
     run(manager(node).install(DRIVER, NODE_ID, limit, topology.as_ref()))
 }
 
@@ -131,11 +124,7 @@ fn install_is_idempotent_for_the_same_driver_and_writes_nothing() {
 }
 
 /// A Node and CSINode as a previous registration of DRIVER left them.
-fn install_fixture(
-    c: &kcsi::kube::client::ApiClient,
-    name: &str,
-    topology: Option<BTreeMap<String, String>>,
-) {
+fn install_fixture(c: &kcsi::ApiClient, name: &str, topology: Option<BTreeMap<String, String>>) {
     create_node(c, name, &[], &[], &[]);
     install(name, 0, topology).unwrap();
 }
@@ -416,7 +405,7 @@ fn portworx_gate_set_off_drops_portworx_from_the_migrated_plugins() {
     let c = admin();
     let name = unique("ni-pwx");
     create_node(&c, &name, &[], &[], &[]);
-    let config = kcsi::config::HostConfig::from_json(
+    let config = kcsi::HostConfig::from_json(
         &json!({"nodeName": name, "rootDir": "/tmp", "featureGates": {"CSIMigrationPortworx": false}}).to_string(),
     )
     .unwrap();

@@ -14,10 +14,10 @@ use common::apiserver::*;
 use common::capi::{call, cstr, take_string, Host};
 use common::{short_tempdir, DriverProcess};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
-use kcsi::disk::paths::attachment_name;
+use kcsi::attachment_name;
 use kcsi::ffi::exhausted::kcsi_verify_exhausted_resource;
 use kcsi::ffi::registration::kcsi_deregister_plugin;
-use kcsi::kube::client::ApiClient;
+use kcsi::ApiClient;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 

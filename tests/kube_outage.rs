@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use common::apiserver::*;
 use common::{short_tempdir, wait_for, DriverProcess};
-use kcsi::config::HostConfig;
-use kcsi::error::{ErrorClass, ErrorKind};
-use kcsi::kube::node_info::ANNOTATION_NODE_ID;
-use kcsi::node::registration;
-use kcsi::node::NodeAgent;
+use kcsi::registration;
+use kcsi::HostConfig;
+use kcsi::NodeAgent;
+use kcsi::ANNOTATION_NODE_ID;
+use kcsi::{ErrorClass, ErrorKind};
 use serde_json::json;
 
 /// Outage tests must not overlap: each stops the shared API server.

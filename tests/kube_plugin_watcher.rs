@@ -11,9 +11,9 @@ use std::time::Duration;
 use common::apiserver::*;
 use common::plugin_peers::{Hostpath, Registrar};
 use common::{short_tempdir, wait_for};
-use kcsi::config::HostConfig;
-use kcsi::node::registration;
-use kcsi::node::NodeAgent;
+use kcsi::registration;
+use kcsi::HostConfig;
+use kcsi::NodeAgent;
 use serde_json::{json, Value};
 
 const DRIVER: &str = "hostpath.csi.k8s.io";
@@ -23,12 +23,12 @@ fn start_host(root: &Path, node: &str) -> Arc<NodeAgent> {
     let mut config: Value =
         serde_json::from_str(&ApiServer::shared().host_config(root, node)).unwrap();
     config["pluginWatcher"] = json!(true);
-    let _rt = kcsi::runtime::handle().unwrap().enter();
+    let _rt = kcsi::runtime_handle().unwrap().enter();
     NodeAgent::start(HostConfig::from_json(&config.to_string()).unwrap()).unwrap()
 }
 
 /// What registration writes, with the node's name replaced so two nodes compare.
-fn snapshot(c: &kcsi::kube::client::ApiClient, node: &str) -> String {
+fn snapshot(c: &kcsi::ApiClient, node: &str) -> String {
     let n = get_node(c, node);
     let status = n.status.unwrap_or_default();
     let csinode = get_csinode(c, node).map(|cn| drivers_json(&cn));

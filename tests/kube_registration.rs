@@ -15,17 +15,17 @@ use common::capi::{call, Host as CHost};
 use common::{driver_names, short_tempdir, wait_for, DriverProcess};
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
-use kcsi::config::HostConfig;
-use kcsi::error::ErrorKind;
 use kcsi::ffi::error::kcsi_error;
 use kcsi::ffi::host::kcsi_host;
 use kcsi::ffi::queries::{
     kcsi_can_attach, kcsi_host_csidriver_apply, kcsi_host_csidriver_delete,
     kcsi_host_csidriver_generation, kcsi_host_csidrivers_synced, kcsi_requires_remount,
 };
-use kcsi::kube::node_info::ANNOTATION_NODE_ID;
-use kcsi::node::registration;
-use kcsi::node::NodeAgent;
+use kcsi::registration;
+use kcsi::ErrorKind;
+use kcsi::HostConfig;
+use kcsi::NodeAgent;
+use kcsi::ANNOTATION_NODE_ID;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
@@ -51,10 +51,7 @@ fn host(node: &str) -> (tempfile::TempDir, NodeAgent) {
     (root, NodeAgent::new(config).unwrap())
 }
 
-fn register(
-    host: &NodeAgent,
-    driver: &DriverProcess,
-) -> kcsi::error::Result<kcsi::csi::csi_client::NodeInfo> {
+fn register(host: &NodeAgent, driver: &DriverProcess) -> kcsi::Result<kcsi::NodeInfo> {
     run(registration::register(
         host,
         &driver.name,
@@ -68,7 +65,7 @@ fn deregister(host: &NodeAgent, name: &str) {
     run(registration::deregister(host, name)).unwrap();
 }
 
-fn node_ids(c: &kcsi::kube::client::ApiClient, node: &str) -> BTreeMap<String, String> {
+fn node_ids(c: &kcsi::ApiClient, node: &str) -> BTreeMap<String, String> {
     annotation(&get_node(c, node), ANNOTATION_NODE_ID)
         .map(|a| serde_json::from_str(a).unwrap())
         .unwrap_or_default()
@@ -365,10 +362,7 @@ fn query(
 
 /// A C host on a new node, the name of a driver with no CSIDriver object yet, and the JSON spec
 /// of a PersistentVolume of that driver.
-fn host_with_pv_of_new_driver(
-    c: &kcsi::kube::client::ApiClient,
-    prefix: &str,
-) -> (CHost, String, CString) {
+fn host_with_pv_of_new_driver(c: &kcsi::ApiClient, prefix: &str) -> (CHost, String, CString) {
     let node = unique(prefix);
     create_node(c, &node, &[], &[], &[]);
     let name = format!("{node}.csi.example.com");
@@ -593,10 +587,7 @@ fn driver_facts_come_from_the_csidriver_object_with_api_defaults() {
     let facts = host.driver_facts(&name).unwrap();
     assert!(facts.attach_required, "API default");
     assert!(facts.pod_info_on_mount && facts.se_linux_mount);
-    assert_eq!(
-        facts.fs_group_policy,
-        kcsi::volume::driver_facts::FsGroupPolicy::File
-    );
+    assert_eq!(facts.fs_group_policy, kcsi::FsGroupPolicy::File);
     assert_eq!(facts.lifecycle_modes, vec!["Ephemeral".to_string()]);
     assert_eq!(facts.token_requests[0].expiration_seconds, Some(3600));
 }
@@ -682,7 +673,7 @@ fn jwt_payload(token: &str) -> serde_json::Value {
 }
 
 /// A service account and a pod using it, both named `node`, in `default`.
-fn token_pod(c: &kcsi::kube::client::ApiClient, node: &str) -> Pod {
+fn token_pod(c: &kcsi::ApiClient, node: &str) -> Pod {
     let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": node}})).unwrap();
     run(
         Api::<ServiceAccount>::namespaced(c.client.clone(), "default")

@@ -337,7 +337,7 @@ fn wait_for_attach_without_api_server_fails_naming_the_attachment_and_the_fix() 
             0,
         )
         .unwrap_err();
-    let attachment = kcsi::disk::paths::attachment_name("vol-123", DRIVER, "node-1");
+    let attachment = kcsi::attachment_name("vol-123", DRIVER, "node-1");
     assert!(
         err.message.starts_with(&format!(
             "volume vol-123 has GET error for volume attachment {attachment}"

@@ -97,7 +97,7 @@ impl Cluster {
     }
 
     fn va_name(&self, handle: &str) -> String {
-        kcsi::disk::paths::attachment_name(handle, &self.driver_name, &self.node)
+        kcsi::attachment_name(handle, &self.driver_name, &self.node)
     }
 
     fn volume_name(&self, handle: &str) -> String {
@@ -270,7 +270,7 @@ fn attach_without_an_external_attacher_times_out_transient_with_upstreams_messag
         "timed out waiting for external-attacher of nobody.example.com CSI driver to attach volume vol-nobody"
     );
     // The attachment stays for the sidecar; Detach of exactly this volume and node removes it.
-    let name = kcsi::disk::paths::attachment_name("vol-nobody", "nobody.example.com", &node);
+    let name = kcsi::attachment_name("vol-nobody", "nobody.example.com", &node);
     let vas: Api<VolumeAttachment> = Api::all(admin().client.clone());
     assert!(run(vas.get_opt(&name)).unwrap().is_some());
     host.attacher()
@@ -288,7 +288,7 @@ fn detach_deletes_only_the_attachment_of_that_volume_and_node() {
     let others = [("vol-keep", "other-node"), ("vol-other", node.as_str())];
     for (handle, on) in others {
         let va: VolumeAttachment = serde_json::from_value(json!({
-            "metadata": {"name": kcsi::disk::paths::attachment_name(handle, "keep.example.com", on)},
+            "metadata": {"name": kcsi::attachment_name(handle, "keep.example.com", on)},
             "spec": {"attacher": "keep.example.com", "nodeName": on, "source": {"persistentVolumeName": "pv-keep"}},
         }))
         .unwrap();
@@ -299,7 +299,7 @@ fn detach_deletes_only_the_attachment_of_that_volume_and_node() {
         .detach("keep.example.com^vol-keep", &node, 5_000)
         .expect("detach of an absent attachment");
     for (handle, on) in others {
-        let name = kcsi::disk::paths::attachment_name(handle, "keep.example.com", on);
+        let name = kcsi::attachment_name(handle, "keep.example.com", on);
         assert!(
             run(vas.get_opt(&name)).unwrap().is_some(),
             "{handle} on {on} is kept"
@@ -321,7 +321,7 @@ fn volumes_are_attached_answers_per_spec_from_the_watch_and_attach_not_required_
     .unwrap();
     run(drivers.create(&PostParams::default(), &d)).expect("create CSIDriver");
     let vas: Api<VolumeAttachment> = Api::all(c.client.clone());
-    let attached = kcsi::disk::paths::attachment_name("vol-a", "a.example.com", &node);
+    let attached = kcsi::attachment_name("vol-a", "a.example.com", &node);
     let va: VolumeAttachment = serde_json::from_value(json!({
         "metadata": {"name": attached},
         "spec": {"attacher": "a.example.com", "nodeName": node, "source": {"persistentVolumeName": "pv-a"}},

@@ -38,7 +38,7 @@ impl ApiFixture {
     }
 
     fn attachment_name(&self, handle: &str) -> String {
-        kcsi::disk::paths::attachment_name(handle, DRIVER, &self.node)
+        kcsi::attachment_name(handle, DRIVER, &self.node)
     }
 
     /// Creates the VolumeAttachment for `handle` on this node, with `status` set through the

@@ -47,7 +47,7 @@ fn block_mapper_paths_follow_upstream_layout_and_vol_data_is_written() {
     );
     assert_eq!(paths["podDeviceMapName"], "test.spec.1");
     assert_eq!(paths["volumeDataDir"], format!("{base}/test.spec.1/data"));
-    let attachment = kcsi::disk::paths::attachment_name("vol-123", DRIVER, "node-1");
+    let attachment = kcsi::attachment_name("vol-123", DRIVER, "node-1");
     assert_eq!(
         std::fs::read_to_string(data_file(host.root(), "test.spec.1")).unwrap(),
         format!(

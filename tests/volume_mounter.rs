@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use common::capi::*;
 use common::*;
-use kcsi::csi::proto::csi::volume_capability::access_mode::Mode;
 use kcsi::ffi::mounter::*;
 use kcsi::ffi::*;
+use kcsi::proto::csi::volume_capability::access_mode::Mode;
 use serde_json::{json, Value};
 
 const POD_UID: &str = "test-pod";
@@ -96,7 +96,7 @@ fn last_publish(d: &DriverProcess) -> Value {
 }
 
 fn is_mounted(path: &Path) -> bool {
-    kcsi::disk::mounts::is_mount_point(path).unwrap()
+    kcsi::is_mount_point(path).unwrap()
 }
 
 fn vol_data(mount_path: &Path) -> Value {
@@ -167,7 +167,7 @@ fn filesystem_pv_is_published_written_measured_and_torn_down() {
     );
 
     let file = std::fs::read_to_string(path.parent().unwrap().join("vol_data.json")).unwrap();
-    let attachment = kcsi::disk::paths::attachment_name(&handle, DRIVER, "node-1");
+    let attachment = kcsi::attachment_name(&handle, DRIVER, "node-1");
     assert_eq!(
         file,
         format!(
@@ -209,7 +209,7 @@ fn ephemeral_inline_volume_is_created_on_publish_and_removed_on_teardown() {
     m.set_up(None).unwrap();
     let path = m.path();
     assert!(is_mounted(&path));
-    let handle = kcsi::disk::paths::ephemeral_volume_handle(POD_UID, "test-vol");
+    let handle = kcsi::ephemeral_volume_handle(POD_UID, "test-vol");
     assert_eq!(
         handle,
         "csi-77b4ec2e40cdc3e4fe6faa47461d327e48a98aadcbdafbf723ce9a664a5bb118"

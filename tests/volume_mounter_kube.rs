@@ -95,7 +95,7 @@ impl Fixture {
 
     /// The attached VolumeAttachment the external attacher would leave, with metadata.
     fn attach(&self, handle: &str, metadata: Value) {
-        let name = kcsi::disk::paths::attachment_name(handle, &self.driver_name, &self.node);
+        let name = kcsi::attachment_name(handle, &self.driver_name, &self.node);
         let vas: Api<VolumeAttachment> = Api::all(admin().client.clone());
         create(
             vas.clone(),

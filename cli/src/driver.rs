@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use kcsi::csi::proto::csi;
-use kcsi::csi::proto::csi::controller_client::ControllerClient;
-use kcsi::csi::proto::csi::identity_client::IdentityClient;
-use kcsi::error::{Error, ErrorKind, Result};
+use kcsi::proto::csi;
+use kcsi::proto::csi::controller_client::ControllerClient;
+use kcsi::proto::csi::identity_client::IdentityClient;
+use kcsi::{Error, ErrorKind, Result};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 

@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use kcsi::error::Error;
-use kcsi::host::Host;
-use kcsi::volume::attacher::{self, MountDeviceArgs};
-use kcsi::volume::block::{BlockMapper, BlockUnmapper};
-use kcsi::volume::mounter::{Mounter, MounterArgs, Unmounter};
+use kcsi::attacher::{self, MountDeviceArgs};
+use kcsi::Error;
+use kcsi::Host;
+use kcsi::{BlockMapper, BlockUnmapper};
+use kcsi::{Mounter, MounterArgs, Unmounter};
 
 use crate::node::{self, Volume};
 

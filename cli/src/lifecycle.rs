@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kcsi::disk::mounts;
-use kcsi::node::NodeAgent;
-use kcsi::volume::capability::access_mode;
-use kcsi::volume::quantity::parse_bytes;
+use kcsi::access_mode;
+use kcsi::parse_bytes;
+use kcsi::NodeAgent;
 
 use crate::args::LifecycleArgs;
 use crate::driver::{self, NewVolume};
@@ -36,7 +35,7 @@ struct Run {
     host: Option<NodeAgent>,
     volume: Option<Volume>,
     up: SetUp,
-    secrets: kcsi::plain_spec::SecretsFile,
+    secrets: kcsi::SecretsFile,
 }
 
 pub async fn run(args: LifecycleArgs, json: bool) -> Result<i32, UsageError> {
@@ -104,7 +103,7 @@ pub async fn run(args: LifecycleArgs, json: bool) -> Result<i32, UsageError> {
     drop(run);
     if let Some(t) = temp_root {
         // Only an empty tree is removed: a mount that could not be undone stays visible.
-        if mounts::mounts_below(t.path()).is_ok_and(|m| m.is_empty()) {
+        if kcsi::mounts_below(t.path()).is_ok_and(|m| m.is_empty()) {
             let _ = t.close();
         } else {
             let _ = t.keep();
@@ -218,7 +217,7 @@ impl Run {
         Ok(())
     }
 
-    async fn create(&mut self, bytes: i64) -> Result<kcsi::csi::proto::csi::Volume, Stop> {
+    async fn create(&mut self, bytes: i64) -> Result<kcsi::proto::csi::Volume, Stop> {
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());

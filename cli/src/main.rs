@@ -63,14 +63,14 @@ fn parse() -> Cli {
 
 /// kcsi's own log lines go to stderr from level `verbose` (0: errors only).
 fn logging(verbose: u8) {
-    kcsi::logging::init();
+    kcsi::init_logging();
     let level = match verbose {
         0 => 0,
         1 => 2,
         2 => 3,
         _ => 4,
     };
-    kcsi::logging::set_sink(
+    kcsi::set_log_sink(
         Some(Arc::new(|_level, target: &str, message: &str| {
             eprintln!("kcsi log [{target}]: {message}");
         })),

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
-use kcsi::config::HostConfig;
-use kcsi::host::Host;
-use kcsi::node::NodeAgent;
-use kcsi::spec::VolumeSpec;
+use kcsi::Host;
+use kcsi::HostConfig;
+use kcsi::NodeAgent;
+use kcsi::VolumeSpec;
 use serde_json::{json, Value};
 
 use crate::args::{DriverArgs, VolumeArgs};
@@ -29,7 +29,7 @@ pub struct Volume {
 
 /// The spec name a handle gets when none is given: PV names cannot hold every handle (`/`).
 pub fn spec_name_for(handle: &str) -> String {
-    format!("kcsi-{}", &kcsi::disk::paths::sha256_hex(&[handle])[..16])
+    format!("kcsi-{}", &kcsi::sha256_hex(&[handle])[..16])
 }
 
 pub fn node_name(given: &Option<String>) -> String {
@@ -152,10 +152,10 @@ pub fn absolute(what: &str, p: &Path) -> Result<PathBuf, UsageError> {
 }
 
 /// The secrets file's content, read once up front so a bad file is bad input.
-pub fn secrets_file(v: &VolumeArgs) -> Result<kcsi::plain_spec::SecretsFile, UsageError> {
+pub fn secrets_file(v: &VolumeArgs) -> Result<kcsi::SecretsFile, UsageError> {
     match &v.secrets {
         None => Ok(Default::default()),
-        Some(p) => kcsi::plain_spec::SecretsFile::load(p)
+        Some(p) => kcsi::SecretsFile::load(p)
             .map_err(|e| UsageError(format!("--secrets: {}", e.message()))),
     }
 }

@@ -3,12 +3,12 @@
 
 use std::path::PathBuf;
 
-use kcsi::disk::files::Files;
-use kcsi::disk::inventory::{self, DataFile, Inventory, Kind};
-use kcsi::disk::volume_data::keys;
-use kcsi::volume::block::construct_block_volume_spec;
-use kcsi::volume::plugin::unique_volume_name;
-use kcsi::volume::reconstruct::construct_volume_spec;
+use kcsi::inventory::{self, DataFile, Inventory, Kind};
+use kcsi::reconstruct::construct_block_volume_spec;
+use kcsi::reconstruct::construct_volume_spec;
+use kcsi::unique_volume_name;
+use kcsi::volume_data_keys as keys;
+use kcsi::Files;
 use serde_json::{json, Value};
 
 use crate::args::RootCmd;

@@ -7,8 +7,8 @@ use std::io::{ErrorKind as IoKind, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use kcsi::disk::mounts::is_mount_point;
-use kcsi::error::{Error, ErrorKind, Result};
+use kcsi::is_mount_point;
+use kcsi::{Error, ErrorKind, Result};
 
 const SIZE: usize = 4096;
 

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use kcsi::volume::capability::access_mode;
-use kcsi::volume::quantity::parse_bytes;
+use kcsi::access_mode;
+use kcsi::parse_bytes;
 
 use crate::args::{CreateVolumeCmd, DeleteVolumeCmd};
 use crate::driver::{self, NewVolume};
@@ -21,7 +21,7 @@ fn timeout(t: f64) -> Result<Duration, UsageError> {
 }
 
 fn channel(endpoint: &str) -> Result<tonic::transport::Channel, UsageError> {
-    let socket = kcsi::csi::csi_client::socket_path(endpoint)
+    let socket = kcsi::socket_path(endpoint)
         .map_err(|e| UsageError(format!("--endpoint: {}", e.message())))?;
     crate::session::check_socket(&socket)?;
     Ok(driver::channel(&socket))

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kcsi::error::{Error, ErrorClass};
+use kcsi::{Error, ErrorClass};
 use serde_json::{json, Value};
 
 use crate::fault_proxy::Event;

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use kcsi::error::{Error, ErrorKind};
+use kcsi::{Error, ErrorKind};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -60,7 +60,7 @@ impl Session {
         json: bool,
         timeout: Duration,
     ) -> Result<Session, UsageError> {
-        let socket = kcsi::csi::csi_client::socket_path(endpoint)
+        let socket = kcsi::socket_path(endpoint)
             .map_err(|e| UsageError(format!("--endpoint: {}", e.message())))?;
         check_socket(&socket)?;
         let dir = tempfile::Builder::new()

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kcsi::node::NodeAgent;
-use kcsi::volume::expander::{self, ExpandOptions};
+use kcsi::NodeAgent;
+use kcsi::{node_expand, ExpandOptions};
 
 use crate::args::{DriverArgs, ExpandCmd, PublishedCmd, VolumeCmd};
 use crate::node::{self, Volume};
@@ -210,7 +210,7 @@ pub async fn expand(cmd: ExpandCmd, json: bool) -> Result<i32, UsageError> {
         old_size: None,
     };
     if cmd.controller {
-        let bytes = kcsi::volume::quantity::parse_bytes(&cmd.new_size)
+        let bytes = kcsi::parse_bytes(&cmd.new_size)
             .map_err(|e| UsageError(format!("--new-size: {}", e.message())))?;
         let secrets = node::secrets_file(&c.volume)?.controller_expand_volume_secret;
         let (ch, timeout, id) = (r.s.channel.clone(), r.s.timeout, v.handle.clone());
@@ -229,7 +229,7 @@ pub async fn expand(cmd: ExpandCmd, json: bool) -> Result<i32, UsageError> {
     let host = &r.host;
     let _ =
         r.s.step("expand", async {
-            expander::node_expand(host, &opts).await?;
+            node_expand(host, &opts).await?;
             Ok(Done::Value(
                 (),
                 Some(format!("expanded to {}", opts.new_size)),

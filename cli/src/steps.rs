@@ -3,14 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use kcsi::disk::mounts;
-use kcsi::error::{Error, ErrorKind};
-use kcsi::host::Host;
-use kcsi::node::{registration, NodeAgent};
-use kcsi::volume::attacher;
-use kcsi::volume::metrics;
-use kcsi::volume::plugin::unique_volume_name;
-use kcsi::volume::reconstruct;
+use kcsi::attacher;
+use kcsi::reconstruct;
+use kcsi::unique_volume_name;
+use kcsi::volume_stats;
+use kcsi::Host;
+use kcsi::{registration, NodeAgent};
+use kcsi::{Error, ErrorKind};
 
 use crate::driver;
 use crate::kubelet;
@@ -168,7 +167,7 @@ pub async fn stats(
     path: &Path,
 ) -> Result<(), Stop> {
     s.step("stats", async {
-        match metrics::volume_stats(host, driver, handle, &path.to_string_lossy()).await {
+        match volume_stats(host, driver, handle, &path.to_string_lossy()).await {
             Ok(m) => Ok(Done::Value(
                 (),
                 Some(format!(
@@ -229,12 +228,7 @@ fn reconstruct_block(
     spec_name: &str,
     map: &Path,
 ) -> Result<serde_json::Value, Error> {
-    kcsi::volume::block::construct_block_volume_spec(
-        host,
-        pod_uid,
-        spec_name,
-        &map.to_string_lossy(),
-    )
+    kcsi::reconstruct::construct_block_volume_spec(host, pod_uid, spec_name, &map.to_string_lossy())
 }
 
 /// Whether the volume named `spec_name` under the host's root is a block volume.
@@ -284,7 +278,7 @@ pub const LEFTOVERS: &str = "unmount leftovers";
 /// The last resort after clean-up: whatever is still mounted under the root (the driver died
 /// or refused) is unmounted by kcsi itself, so no mount is left behind.
 pub async fn unmount_leftovers(s: &mut Session, root: &Path) -> Result<(), Stop> {
-    let left = mounts::mounts_below(root).unwrap_or_default();
+    let left = kcsi::mounts_below(root).unwrap_or_default();
     if left.is_empty() {
         return Ok(());
     }

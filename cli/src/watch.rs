@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kcsi::config::HostConfig;
-use kcsi::node::NodeAgent;
+use kcsi::HostConfig;
+use kcsi::NodeAgent;
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 

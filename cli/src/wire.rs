@@ -2,7 +2,7 @@
 //! cannot print a secret are decoded (the requests with `csi_secret` fields that kcsi's protos
 //! redact, and those without such fields); the rest show their size.
 
-use kcsi::csi::proto::csi;
+use kcsi::proto::csi;
 use prost::Message;
 
 /// The CSI methods kcsi knows, by short name.

@@ -3,8 +3,8 @@
 //! the host's watches (no request is sent, so no exec plugin the file names ever runs). Files
 //! the kubeconfig refers to are only read.
 #![no_main]
-use kcsi::error::ErrorKind;
-use kcsi::kube::client::ApiClient;
+use kcsi::ErrorKind;
+use kcsi::ApiClient;
 use kcsi_fuzz::fixture;
 use libfuzzer_sys::fuzz_target;
 
@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     let f = fixture();
     let path = f.root().join("kubeconfig");
     std::fs::write(&path, data).expect("write the kubeconfig");
-    let runtime = kcsi::runtime::handle().expect("runtime");
+    let runtime = kcsi::runtime_handle().expect("runtime");
     let _enter = runtime.enter();
     if let Err(e) = ApiClient::from_kubeconfig(&path) {
         assert!(

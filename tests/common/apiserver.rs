@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kcsi::kube::client::ApiClient;
+use kcsi::ApiClient;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -17,7 +17,7 @@ use super::{repo, short_tempdir};
 
 /// Runs `fut` on kcsi's runtime (where kcsi's and the test's clients live).
 pub fn run<F: std::future::Future>(fut: F) -> F::Output {
-    kcsi::runtime::block_on(fut).expect("kcsi runtime")
+    kcsi::block_on(fut).expect("kcsi runtime")
 }
 
 /// An admin client for the shared API server.

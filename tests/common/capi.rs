@@ -131,8 +131,8 @@ impl Host {
         &self.root
     }
 
-    pub fn layout(&self) -> kcsi::disk::paths::Layout {
-        kcsi::disk::paths::Layout::new(&self.root)
+    pub fn layout(&self) -> kcsi::Layout {
+        kcsi::Layout::new(&self.root)
     }
 
     /// Frees the host early (as a restarting kubelet would), keeping the root.

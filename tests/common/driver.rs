@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kcsi::csi::proto::csi;
+use kcsi::proto::csi;
 use serde_json::Value;
 
 use super::{detach_loops_below, peer_binary, short_tempdir, unmount_below, wait_for, DRIVER};

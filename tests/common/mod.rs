@@ -71,7 +71,7 @@ pub fn host_config(root: &Path, node: &str) -> String {
 
 /// Mount points at or below `dir`, deepest first.
 pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
-    kcsi::disk::mounts::mounts_below(dir).expect("read the mount table")
+    kcsi::mounts_below(dir).expect("read the mount table")
 }
 
 /// Unmounts everything mounted at or below `dir`, deepest first, so no test leaves a mount.
@@ -115,7 +115,7 @@ pub fn wait_loop_detached(file: &Path) {
 }
 
 /// The names of the drivers registered with `host` (kcsi_list_drivers' order).
-pub fn driver_names(host: &kcsi::host::Host) -> Vec<String> {
+pub fn driver_names(host: &kcsi::Host) -> Vec<String> {
     host.drivers_json()
         .as_array()
         .unwrap()

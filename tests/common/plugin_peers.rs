@@ -9,7 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kcsi::csi::proto::registration::{PluginInfo, RegistrationStatus};
+use kcsi::proto::registration::{PluginInfo, RegistrationStatus};
 use prost::bytes::{Buf, BufMut};
 use prost::Message;
 use tonic::codegen::{http, BoxFuture, Service};

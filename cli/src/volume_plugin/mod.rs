@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kcsi::node::registration;
+use kcsi::registration;
 use serde_json::json;
 use tokio::net::UnixListener;
 use tokio::signal::unix::{signal, SignalKind};
@@ -66,10 +66,10 @@ pub async fn run(a: VolumePluginCmd) -> Result<i32, UsageError> {
         Some(l) => node::absolute("--listen", l)?,
         None => PathBuf::from("/run/docker/plugins").join(format!("{}.sock", a.name)),
     };
-    let socket = kcsi::csi::csi_client::socket_path(&a.endpoint)
+    let socket = kcsi::socket_path(&a.endpoint)
         .map_err(|e| UsageError(format!("--endpoint: {}", e.message())))?;
     let channel = driver::channel(&socket);
-    let unusable = |e: kcsi::error::Error| {
+    let unusable = |e: kcsi::Error| {
         UsageError(format!(
             "--endpoint {}: {}",
             a.endpoint,

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use kcsi::error::{Error, Result};
-use kcsi::volume::quantity::parse_bytes;
+use kcsi::parse_bytes;
+use kcsi::{Error, Result};
 
 /// What `Create` is asked for.
 #[derive(Debug, Default, PartialEq, Eq)]

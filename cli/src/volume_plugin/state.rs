@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kcsi::disk::beneath::{Beneath, Entry};
-use kcsi::error::{Error, ErrorKind, Result};
+use kcsi::{Beneath, Entry};
+use kcsi::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 
 const SUFFIX: &str = ".json";

@@ -8,15 +8,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kcsi::disk::inventory::{self, Kind};
-use kcsi::disk::mounts;
-use kcsi::disk::paths::sha256_hex;
-use kcsi::disk::volume_lock::VolumeLocks;
-use kcsi::error::{Error, ErrorKind, Result};
-use kcsi::node::NodeAgent;
-use kcsi::volume::capability::access_mode;
-use kcsi::volume::plugin::unique_volume_name;
-use kcsi::volume::reconstruct::construct_volume_spec;
+use kcsi::access_mode;
+use kcsi::inventory::{self, Kind};
+use kcsi::reconstruct::construct_volume_spec;
+use kcsi::sha256_hex;
+use kcsi::unique_volume_name;
+use kcsi::NodeAgent;
+use kcsi::VolumeLocks;
+use kcsi::{Error, ErrorKind, Result};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 
@@ -156,7 +155,7 @@ impl Plugin {
             for uid in fs.list(&dir)? {
                 let uid = uid.to_string_lossy().into_owned();
                 let path = self.host.layout().block_publish_path(&d.name, &uid)?;
-                let mounted = mounts::is_mount_point(&path).unwrap_or(false);
+                let mounted = kcsi::is_mount_point(&path).unwrap_or(false);
                 out.push(Publish {
                     pod_uid: uid,
                     path,

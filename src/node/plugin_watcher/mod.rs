@@ -135,10 +135,6 @@ impl PluginWatcher {
         Ok(PluginWatcher { shared, events })
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.shared.dir
-    }
-
     /// Stops watching and every worker, without deregistering (as a kubelet that stops
     /// leaves its drivers registered). Waits for the tasks to end unless called on a runtime
     /// thread.
