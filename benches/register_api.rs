@@ -23,7 +23,7 @@ fn run<F: std::future::Future>(fut: F) -> F::Output {
 }
 
 fn requests(host: &NodeAgent) -> u64 {
-    host.status()["apiRequests"].as_u64().expect("apiRequests")
+    host.status().api_requests.expect("apiRequests")
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -47,10 +47,10 @@ fn main() {
         NodeAgent::new(HostConfig::from_json(&api.host_config(root.path(), &node_name)).unwrap())
             .unwrap();
     let start = Instant::now();
-    while host.status()["csiNodeInitialized"] != true {
+    while !host.status().csi_node_initialized {
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "CSINode not initialized: {}",
+            "CSINode not initialized: {:?}",
             host.status()
         );
         std::thread::sleep(Duration::from_millis(20));

@@ -12,7 +12,7 @@ use k8s_openapi::api::authentication::v1::TokenRequestStatus;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 
-use serde_json::json;
+use serde::Serialize;
 
 use crate::config::HostConfig;
 use crate::csi::driver_store::{Driver, DriverStore};
@@ -23,6 +23,33 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kube::csidriver_informer::CsiDriverFeed;
 use crate::kube::{objects, Kube};
 use crate::telemetry::Telemetry;
+
+/// What `kcsi_host_status` reports of a host.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostStatus {
+    pub role: &'static str,
+    pub node_name: String,
+    pub standalone: bool,
+    pub csi_node_initialized: bool,
+    pub last_error: Option<String>,
+    pub csi_drivers_synced: Option<bool>,
+    pub volume_attachments_synced: Option<bool>,
+    pub api_requests: Option<u64>,
+    pub drivers: Vec<DriverStatus>,
+}
+
+/// One registered driver, as `kcsi_list_drivers` reports it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriverStatus {
+    pub name: String,
+    pub endpoint: String,
+    pub highest_supported_version: String,
+    pub node_id: Option<String>,
+    pub max_volumes_per_node: Option<i64>,
+    pub topology: Option<BTreeMap<String, String>>,
+}
 
 pub struct Host {
     config: HostConfig,
@@ -198,45 +225,46 @@ impl Host {
 
     /// `csiNodeInitialized`/`lastError` follow the CSINode start-up (upstream's
     /// `SetKubeletError`); a standalone host has no CSINode to initialise.
-    pub fn status(&self) -> serde_json::Value {
-        let (initialized, last_error) = self
-            .kube
-            .as_ref()
-            .map_or((false, None), |k| k.startup.snapshot());
-        json!({
-            "role": if self.config.is_controller() { "controller" } else { "node" },
-            "nodeName": self.config.node_name,
-            "standalone": self.kube.is_none(),
-            "csiNodeInitialized": initialized,
-            "lastError": last_error,
-            "csiDriversSynced": self.kube.as_ref().map(|k| k.csidrivers.is_synced()),
-            "volumeAttachmentsSynced": self.kube.as_ref().and_then(|k| k.volume_attachments.as_ref()).map(|v| v.is_synced()),
-            "apiRequests": self.kube.as_ref().map(|k| k.api.requests_sent()),
-            "drivers": self.drivers_json(),
-            // A node agent fills this in (`NodeAgent::status`).
-            "pluginWatcher": null,
-        })
+    pub fn status(&self) -> HostStatus {
+        let (csi_node_initialized, last_error) =
+            self.kube().map_or((false, None), |k| k.startup.snapshot());
+        HostStatus {
+            role: if self.config.is_controller() {
+                "controller"
+            } else {
+                "node"
+            },
+            node_name: self.config.node_name.clone(),
+            standalone: self.kube.is_none(),
+            csi_node_initialized,
+            last_error,
+            csi_drivers_synced: self.kube().map(|k| k.csidrivers.is_synced()),
+            volume_attachments_synced: self
+                .kube()
+                .and_then(|k| k.volume_attachments.as_ref())
+                .map(|v| v.is_synced()),
+            api_requests: self.kube().map(|k| k.api.requests_sent()),
+            drivers: self.drivers_status(),
+        }
     }
 
-    /// `kcsi_list_drivers`' JSON array.
-    pub fn drivers_json(&self) -> serde_json::Value {
-        let drivers: Vec<serde_json::Value> = self
-            .drivers
+    /// The registered drivers, as `kcsi_list_drivers` reports them.
+    pub fn drivers_status(&self) -> Vec<DriverStatus> {
+        self.drivers
             .list()
             .iter()
             .map(|d| {
                 let info = d.node_info.as_ref();
-                json!({
-                    "name": d.name,
-                    "endpoint": d.endpoint,
-                    "highestSupportedVersion": d.version.to_string(),
-                    "nodeId": info.map(|i| i.node_id.clone()),
-                    "maxVolumesPerNode": info.map(|i| i.max_volumes_per_node),
-                    "topology": info.and_then(|i| i.topology.clone()),
-                })
+                DriverStatus {
+                    name: d.name.clone(),
+                    endpoint: d.endpoint.clone(),
+                    highest_supported_version: d.version.to_string(),
+                    node_id: info.map(|i| i.node_id.clone()),
+                    max_volumes_per_node: info.map(|i| i.max_volumes_per_node),
+                    topology: info.and_then(|i| i.topology.clone()),
+                }
             })
-            .collect();
-        serde_json::Value::Array(drivers)
+            .collect()
     }
 
     /// Grows (release order) after every change to the CSIDriver objects the facts come from;

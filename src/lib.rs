@@ -48,12 +48,13 @@ mod volume;
 
 pub use config::HostConfig;
 pub use error::{Error, ErrorClass, ErrorKind, Result};
-pub use host::Host;
+pub use host::{DriverStatus, Host, HostStatus};
+pub use node::plugin_watcher::{PluginWatcherStatus, SocketStatus};
 pub use node::NodeAgent;
 pub use spec::VolumeSpec;
 
 /// The volume operations on a node, as the kubelet's volume manager runs them.
-pub use volume::block::{BlockMapper, BlockUnmapper};
+pub use volume::block::{BlockMapper, BlockUnmapper, MapperPaths};
 pub use volume::expander::{node_expand, ExpandOptions};
 pub use volume::metrics::volume_stats;
 pub use volume::mounter::{Mounter, MounterArgs, Unmounter};
@@ -76,7 +77,7 @@ pub mod registration {
 /// A volume's spec rebuilt from what is on disk (the kubelet's reconstruction).
 pub mod reconstruct {
     pub use crate::volume::block::construct_block_volume_spec;
-    pub use crate::volume::reconstruct::construct_volume_spec;
+    pub use crate::volume::reconstruct::{construct_volume_spec, RebuiltSpec, Reconstructed};
 }
 
 /// What is staged and published under a root: one walk over the kubelet's layout.

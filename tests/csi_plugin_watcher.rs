@@ -70,8 +70,15 @@ fn start_host(config: &str) -> Arc<NodeAgent> {
     NodeAgent::start(HostConfig::from_json(config).unwrap()).unwrap()
 }
 
+/// The host's status, in kcsi_host_status' JSON form.
+fn status_json(host: &NodeAgent) -> Value {
+    let mut status = serde_json::to_value(host.status()).unwrap();
+    status["pluginWatcher"] = serde_json::to_value(host.plugin_watcher_status()).unwrap();
+    status
+}
+
 fn socket_state(host: &NodeAgent, path: &Path) -> Option<Value> {
-    host.status()["pluginWatcher"]["sockets"]
+    status_json(host)["pluginWatcher"]["sockets"]
         .as_array()
         .unwrap()
         .iter()
@@ -107,7 +114,7 @@ fn real_registrar_registers_the_real_hostpath_driver() {
         assert!(
             start.elapsed() < WAIT,
             "driver not registered: {:#}",
-            w.host.status()
+            status_json(&w.host)
         );
         std::thread::sleep(Duration::from_millis(1));
     };
@@ -118,7 +125,7 @@ fn real_registrar_registers_the_real_hostpath_driver() {
         registered - created
     );
     wait_for("notified", WAIT, || state_is(&w, &reg.socket, "registered"));
-    let drivers = w.host.drivers_json();
+    let drivers = serde_json::to_value(w.host.drivers_status()).unwrap();
     assert_eq!(drivers[0]["nodeId"], "node-reg");
     assert_eq!(drivers[0]["endpoint"], driver.socket.to_str().unwrap());
     assert_eq!(drivers[0]["maxVolumesPerNode"], 16);
@@ -126,7 +133,7 @@ fn real_registrar_registers_the_real_hostpath_driver() {
     assert_eq!(s["state"], "registered", "{s:#}");
     assert_eq!(s["driver"], "hostpath.csi.k8s.io");
     assert_eq!(s["attempts"], 1);
-    let status = w.host.status();
+    let status = status_json(&w.host);
     assert_eq!(
         status["pluginWatcher"]["dir"],
         w.registry().to_str().unwrap()
@@ -162,7 +169,7 @@ fn registrar_stopped_deregisters_and_restarted_registers_again() {
         state_is(&w, &reg.socket, "registered")
     });
     assert_eq!(w.listed().len(), 1);
-    assert_eq!(w.host.status()["pluginWatcher"]["socketsSeen"], 2);
+    assert_eq!(status_json(&w.host)["pluginWatcher"]["socketsSeen"], 2);
 
     // SIGKILL leaves the socket file (as upstream, no deregistration); the next registrar
     // replaces the stale file, which is a new socket: re-registered.
@@ -171,7 +178,7 @@ fn registrar_stopped_deregisters_and_restarted_registers_again() {
     assert_eq!(w.listed().len(), 1);
     reg.restart();
     wait_for("third socket seen", WAIT, || {
-        w.host.status()["pluginWatcher"]["socketsSeen"] == 3
+        status_json(&w.host)["pluginWatcher"]["socketsSeen"] == 3
             && state_is(&w, &reg.socket, "registered")
     });
     assert_eq!(w.listed(), ["hostpath.csi.k8s.io"]);
@@ -282,7 +289,7 @@ fn socket_appearing_while_the_host_starts_is_registered_once() {
         wait_for("registered", WAIT, || {
             state_is(&w, &reg.socket, "registered")
         });
-        let status = w.host.status();
+        let status = status_json(&w.host);
         assert_eq!(
             status["pluginWatcher"]["socketsSeen"], 1,
             "round {round}: {status:#}"
@@ -343,7 +350,7 @@ fn two_hosts_watch_two_dirs_and_see_only_their_own_driver() {
         a.listed() == ["a.csi.k8s.io"] && b.listed() == ["b.csi.k8s.io"]
     });
     assert_eq!(
-        b.host.status()["pluginWatcher"]["dir"],
+        status_json(&b.host)["pluginWatcher"]["dir"],
         custom.path().to_str().unwrap()
     );
     // b's default registry dir is not watched.
@@ -503,7 +510,7 @@ fn bad_registration_sockets_are_retried_with_backoff_logged_once_and_nothing_reg
     assert_eq!(n, 1, "{silent} logged {n} times");
     println!("silent: {:#}", w.socket(&silent_path).unwrap());
     assert!(w.listed().is_empty());
-    let status = w.host.status();
+    let status = status_json(&w.host);
     assert_eq!(
         status["pluginWatcher"]["sockets"].as_array().unwrap().len(),
         8,
@@ -553,8 +560,8 @@ fn non_socket_files_and_hidden_names_are_ignored_and_a_symlinked_socket_is_regis
     wait_for("symlinked socket asked", WAIT, || {
         server.get_info_calls() >= 1
     });
-    assert!(w.socket(&link).is_some(), "{:#}", w.host.status());
-    let status = w.host.status();
+    assert!(w.socket(&link).is_some(), "{:#}", status_json(&w.host));
+    let status = status_json(&w.host);
     assert_eq!(status["pluginWatcher"]["socketsSeen"], 2, "{status:#}");
     assert_eq!(hidden.get_info_calls(), 0);
 }

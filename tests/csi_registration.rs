@@ -49,7 +49,7 @@ fn register_lists_node_info_and_deregister_removes_it() {
     let (_root, host) = host("node-a");
     let info = register(&host, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     assert_eq!(info.node_id, "node-a");
-    let list = host.drivers_json();
+    let list = serde_json::to_value(host.drivers_status()).unwrap();
     let d = &list[0];
     assert_eq!(d["name"], DRIVER);
     assert_eq!(d["endpoint"], driver.endpoint());
@@ -78,7 +78,10 @@ fn register_accepts_endpoint_with_unix_scheme() {
         &["v1.2.3"],
     )
     .unwrap();
-    assert_eq!(host.drivers_json()[0]["highestSupportedVersion"], "1.2.3");
+    assert_eq!(
+        serde_json::to_value(host.drivers_status()).unwrap()[0]["highestSupportedVersion"],
+        "1.2.3"
+    );
 }
 
 #[test]
@@ -142,7 +145,10 @@ fn register_rejects_same_version_and_accepts_higher_version() {
         .unwrap_err();
     assert_eq!(lower.kind(), ErrorKind::AlreadyExists);
     register(&host, DRIVER, &driver.endpoint(), &["v1.0.1"]).unwrap();
-    assert_eq!(host.drivers_json()[0]["highestSupportedVersion"], "1.0.1");
+    assert_eq!(
+        serde_json::to_value(host.drivers_status()).unwrap()[0]["highestSupportedVersion"],
+        "1.0.1"
+    );
     // A different name with the same version is fine.
     registration::validate(
         &host,

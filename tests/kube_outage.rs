@@ -13,7 +13,6 @@ use kcsi::HostConfig;
 use kcsi::NodeAgent;
 use kcsi::ANNOTATION_NODE_ID;
 use kcsi::{ErrorClass, ErrorKind};
-use serde_json::json;
 
 /// Outage tests must not overlap: each stops the shared API server.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -59,12 +58,15 @@ fn api_server_down_at_host_start_reports_not_initialized_until_it_is_up() {
     wait_for(
         "API requests to the stopped server",
         Duration::from_secs(60),
-        || host.status()["apiRequests"].as_u64().unwrap_or(0) >= 2,
+        || host.status().api_requests.unwrap_or(0) >= 2,
     );
     let status = host.status();
-    assert_eq!(status["csiNodeInitialized"], json!(false));
-    assert_eq!(status["lastError"], json!("CSINode is not yet initialized"));
-    assert_eq!(status["csiDriversSynced"], json!(false));
+    assert!(!status.csi_node_initialized);
+    assert_eq!(
+        status.last_error.as_deref(),
+        Some("CSINode is not yet initialized")
+    );
+    assert_eq!(status.csi_drivers_synced, Some(false));
     let err = host.driver_facts("any.csi.example.com").unwrap_err();
     assert_eq!(
         (err.kind(), err.class()),
@@ -76,12 +78,12 @@ fn api_server_down_at_host_start_reports_not_initialized_until_it_is_up() {
     api.start_apiserver();
 
     wait_for("csiNodeInitialized", Duration::from_secs(60), || {
-        host.status()["csiNodeInitialized"] == json!(true)
+        host.status().csi_node_initialized
     });
-    assert_eq!(host.status()["lastError"], json!(null));
+    assert_eq!(host.status().last_error, None);
     assert!(get_csinode(&c, &node).is_some());
     wait_for("CSIDriver list", Duration::from_secs(60), || {
-        host.status()["csiDriversSynced"] == json!(true)
+        host.status().csi_drivers_synced == Some(true)
     });
 }
 
@@ -92,20 +94,21 @@ fn missing_node_reports_the_initialization_error_and_recovers_when_the_node_appe
     let node = unique("late-node");
     let (_root, host) = host(&node);
     wait_for("an initialization error", Duration::from_secs(30), || {
-        host.status()["lastError"].as_str().is_some_and(|e| {
+        host.status().last_error.is_some_and(|e| {
             e.starts_with("failed to initialize CSINode: error updating CSINode annotation:")
         })
     });
-    assert!(host.status()["lastError"]
-        .as_str()
+    assert!(host
+        .status()
+        .last_error
         .unwrap()
         .contains(&format!("get Node {node}")));
     create_node(&c, &node, &[], &[], &[]);
     // initBackoff pauses grow to ~15 s, so this may take a while.
     wait_for("csiNodeInitialized", Duration::from_secs(90), || {
-        host.status()["csiNodeInitialized"] == json!(true)
+        host.status().csi_node_initialized
     });
-    assert_eq!(host.status()["lastError"], json!(null));
+    assert_eq!(host.status().last_error, None);
 }
 
 #[test]
@@ -118,7 +121,7 @@ fn api_server_stopped_during_registration_leaves_the_driver_unregistered() {
     let driver = DriverProcess::hostpath_named(&name, &name, &[]);
     let (_root, host) = host(&node);
     wait_for("csiNodeInitialized", Duration::from_secs(30), || {
-        host.status()["csiNodeInitialized"] == json!(true)
+        host.status().csi_node_initialized
     });
     let api = ApiServer::shared();
     api.stop_apiserver();
@@ -141,7 +144,10 @@ fn api_server_stopped_during_registration_leaves_the_driver_unregistered() {
         "{}",
         err.message()
     );
-    assert_eq!(host.drivers_json(), json!([]), "kcsi_list_drivers is empty");
+    assert!(
+        host.drivers_status().is_empty(),
+        "kcsi_list_drivers is empty"
+    );
     assert!(
         host.drivers().get(&driver.name).is_none(),
         "the store holds no half registration"

@@ -58,8 +58,7 @@ fn registrar_registration_leaves_node_and_csinode_exactly_as_registering_by_hand
     let driver_a = Hostpath::start(root_a.path(), DRIVER, &by_hand);
     let driver_b = Hostpath::start(root_b.path(), DRIVER, &watched);
     wait_for("CSINodes initialised", WAIT, || {
-        host_a.status()["csiNodeInitialized"] == json!(true)
-            && host_b.status()["csiNodeInitialized"] == json!(true)
+        host_a.status().csi_node_initialized && host_b.status().csi_node_initialized
     });
 
     run(registration::register(
@@ -72,7 +71,9 @@ fn registrar_registration_leaves_node_and_csinode_exactly_as_registering_by_hand
     .unwrap();
     let mut registrar = Registrar::for_driver(&driver_b, &root_b.path().join("plugins_registry"));
     wait_for("registered through the watcher", WAIT, || {
-        host_b.status()["pluginWatcher"]["sockets"][0]["state"] == "registered"
+        host_b
+            .plugin_watcher_status()
+            .is_some_and(|w| w.sockets.first().is_some_and(|s| s.state == "registered"))
     });
     let registered = snapshot(&c, &by_hand);
     assert!(registered.contains(DRIVER), "{registered}");

@@ -119,11 +119,11 @@ fn host_status_reports_csinode_initialized_once_the_api_server_answers() {
     create_node(&c, &node, &[], &[], &[]);
     let (_root, host) = host(&node);
     wait_for("csiNodeInitialized", Duration::from_secs(30), || {
-        host.status()["csiNodeInitialized"] == json!(true)
+        host.status().csi_node_initialized
     });
     let status = host.status();
-    assert_eq!(status["lastError"], json!(null));
-    assert_eq!(status["standalone"], json!(false));
+    assert_eq!(status.last_error, None);
+    assert!(!status.standalone);
     let csinode = get_csinode(&c, &node).expect("CSINode created at start-up");
     assert_eq!(csinode.metadata.owner_references.unwrap()[0].name, node);
 }
@@ -271,7 +271,7 @@ fn register_cycles_racing_other_writers_of_node_and_csinode_lose_no_update() {
     let driver = driver(&format!("{node}.csi.example.com"), true, &[]);
     let (_root, host) = host(&node);
     wait_for("csiNodeInitialized", Duration::from_secs(30), || {
-        host.status()["csiNodeInitialized"] == json!(true)
+        host.status().csi_node_initialized
     });
     let stop = Arc::new(AtomicBool::new(false));
     let node_writer = other_writer(nodes(&c), node.clone(), stop.clone());
@@ -571,7 +571,7 @@ fn driver_facts_come_from_the_csidriver_object_with_api_defaults() {
     let (_root, host) = host(&node);
     let name = format!("{node}.csi.example.com");
     wait_for("CSIDriver list", Duration::from_secs(30), || {
-        host.status()["csiDriversSynced"] == json!(true)
+        host.status().csi_drivers_synced == Some(true)
     });
     assert!(!host.driver_facts(&name).unwrap().exists);
     let object: CSIDriver = serde_json::from_value(json!({
@@ -779,8 +779,8 @@ fn standalone_host_still_refuses_api_reads_and_registers_without_api_writes() {
     assert_eq!(err.kind(), ErrorKind::NotSupported);
     let driver = driver("standalone.csi.example.com", true, &[]);
     register(&host, &driver).unwrap();
-    assert_eq!(host.status()["csiNodeInitialized"], json!(false));
-    assert_eq!(host.status()["lastError"], json!(null));
+    assert!(!host.status().csi_node_initialized);
+    assert_eq!(host.status().last_error, None);
     deregister(&host, &driver.name);
 }
 
@@ -791,7 +791,7 @@ fn freeing_the_host_stops_its_background_tasks() {
     let (_root, host) = host(&node);
     let nim = host.kube().unwrap().node_info.clone();
     wait_for("a failed initialization", Duration::from_secs(30), || {
-        host.status()["lastError"] != json!("CSINode is not yet initialized")
+        host.status().last_error.as_deref() != Some("CSINode is not yet initialized")
     });
     assert!(
         Arc::strong_count(&nim) > 2,

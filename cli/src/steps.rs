@@ -193,7 +193,9 @@ pub async fn reconstruct(s: &mut Session, host: &Host, v: &Volume) -> Result<(),
         } else {
             let dir = host.layout().pod_volume_dir(&v.pod_uid, &v.spec_name)?;
             let name = unique_volume_name(&v.driver, &v.handle);
-            reconstruct::construct_volume_spec(host, &name, &dir.to_string_lossy())?["spec"].clone()
+            serde_json::json!(
+                reconstruct::construct_volume_spec(host, &name, &dir.to_string_lossy())?.spec
+            )
         };
         let pv = &rebuilt["persistentVolume"];
         let got = (
@@ -229,6 +231,7 @@ fn reconstruct_block(
     map: &Path,
 ) -> Result<serde_json::Value, Error> {
     kcsi::reconstruct::construct_block_volume_spec(host, pod_uid, spec_name, &map.to_string_lossy())
+        .map(|spec| serde_json::json!(spec))
 }
 
 /// Whether the volume named `spec_name` under the host's root is a block volume.

@@ -17,12 +17,9 @@ use crate::UsageError;
 const POLL: Duration = Duration::from_millis(200);
 
 fn drivers(host: &NodeAgent) -> BTreeMap<String, Value> {
-    let status = host.status();
-    status["drivers"]
-        .as_array()
+    host.drivers_status()
         .into_iter()
-        .flatten()
-        .filter_map(|d| Some((d["name"].as_str()?.to_string(), d.clone())))
+        .map(|d| (d.name.clone(), json!(d)))
         .collect()
 }
 

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::boundary::{guard, json_arg, opt_str_arg, out_arg, str_arg, write_json, write_string};
+use super::boundary::{
+    guard, json_arg, opt_str_arg, out_arg, str_arg, write_json, write_json_sorted, write_string,
+};
 use super::catch::guard_value;
 use super::error::kcsi_error;
 use super::handle::{child_arg, free_handle, handle_arg, impl_handle, write_handle, Child};
@@ -60,7 +62,11 @@ pub extern "C" fn kcsi_block_mapper_paths(
     guard!(err_out, || {
         let (_, mapper) = child_arg(m)?;
         out_arg(paths_json_out, "paths_json_out")?;
-        write_string(paths_json_out, &mapper.value.paths_json().to_string());
+        write_json_sorted(
+            paths_json_out,
+            &mapper.value.paths(),
+            "the block mapper's paths",
+        )?;
         Ok(())
     })
 }

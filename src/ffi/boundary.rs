@@ -139,6 +139,19 @@ pub(crate) fn write_json(
     Ok(())
 }
 
+/// [`write_json`] with every object's keys sorted, as a `serde_json::Value` keeps them: the
+/// form of the status and driver-list exports.
+pub(crate) fn write_json_sorted(
+    p: *mut *mut c_char,
+    value: &impl serde::Serialize,
+    what: &str,
+) -> Result<()> {
+    let value = serde_json::to_value(value)
+        .map_err(|e| Error::internal(format!("cannot encode {what}: {e}")))?;
+    write_string(p, &value.to_string());
+    Ok(())
+}
+
 /// Writes a value to a checked output pointer.
 pub(crate) fn write_value<T>(p: *mut T, v: T) {
     unsafe { *p = v };

@@ -3,16 +3,28 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use super::boundary::{guard, out_arg, str_arg, write_string, write_value};
+use serde::Serialize;
+
+use super::boundary::{guard, out_arg, str_arg, write_json_sorted, write_value};
 use super::catch::guard_value;
 use super::error::kcsi_error;
 use super::handle::{free_handle, handle_arg, Handle};
 use super::kcsi_result;
 use crate::config::HostConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::host::Host;
+use crate::host::{Host, HostStatus};
+use crate::node::plugin_watcher::PluginWatcherStatus;
 use crate::node::NodeAgent;
 use crate::{logging, runtime};
+
+/// `kcsi_host_status`' JSON: the host's status and, on a node agent, its plugin watcher's.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    #[serde(flatten)]
+    host: HostStatus,
+    plugin_watcher: Option<PluginWatcherStatus>,
+}
 
 /// One instance of kcsi: its drivers and state, and on a node its node agent (plugin watcher,
 /// allocatable updater). Free with `kcsi_host_free`.
@@ -93,12 +105,11 @@ pub extern "C" fn kcsi_host_status(
     guard!(err_out, || {
         let host = handle_arg(h)?;
         out_arg(status_json_out, "status_json_out")?;
-        let status = match node_arg(h) {
-            Ok(node) => node.status(),
-            Err(_) => host.status(),
+        let status = Status {
+            host: host.status(),
+            plugin_watcher: node_arg(h).ok().and_then(|n| n.plugin_watcher_status()),
         };
-        write_string(status_json_out, &status.to_string());
-        Ok(())
+        write_json_sorted(status_json_out, &status, "the host status")
     })
 }
 

@@ -3,7 +3,7 @@
 
 use std::ffi::c_char;
 
-use super::boundary::{guard, out_arg, str_arg, write_string};
+use super::boundary::{guard, out_arg, str_arg, write_json_sorted};
 use super::error::kcsi_error;
 use super::handle::handle_arg;
 use super::host::kcsi_host;
@@ -32,8 +32,7 @@ pub extern "C" fn kcsi_construct_volume_spec(
         let mount_path = str_arg(mount_path, "mount_path")?;
         out_arg(reconstructed_json_out, "reconstructed_json_out")?;
         let value = reconstruct::construct_volume_spec(&host, volume_name, mount_path)?;
-        write_string(reconstructed_json_out, &value.to_string());
-        Ok(())
+        write_json_sorted(reconstructed_json_out, &value, "the reconstructed spec")
     })
 }
 
@@ -58,7 +57,6 @@ pub extern "C" fn kcsi_construct_block_volume_spec(
         let map_path = str_arg(map_path, "map_path")?;
         out_arg(spec_json_out, "spec_json_out")?;
         let spec = block::construct_block_volume_spec(&host, pod_uid, spec_name, map_path)?;
-        write_string(spec_json_out, &spec.to_string());
-        Ok(())
+        write_json_sorted(spec_json_out, &spec, "the reconstructed spec")
     })
 }

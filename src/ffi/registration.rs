@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use super::boundary::{guard, out_arg, str_arg, str_array, write_string};
+use super::boundary::{guard, out_arg, str_arg, str_array, write_json_sorted};
 use super::error::kcsi_error;
 use super::handle::handle_arg;
 use super::host::{kcsi_host, node_arg};
@@ -100,7 +100,7 @@ pub extern "C" fn kcsi_list_drivers(
     guard!(err_out, || {
         let host = handle_arg(h)?;
         out_arg(drivers_json_out, "drivers_json_out")?;
-        write_string(drivers_json_out, &host.drivers_json().to_string());
+        write_json_sorted(drivers_json_out, &host.drivers_status(), "the driver list")?;
         Ok(())
     })
 }

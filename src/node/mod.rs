@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::host::Host;
 
 use node_updater::NodeUpdater;
-use plugin_watcher::PluginWatcher;
+use plugin_watcher::{PluginWatcher, PluginWatcherStatus};
 
 /// A host with its node's workers. Dereferences to its [`Host`], so a node agent goes
 /// wherever a volume operation wants the context.
@@ -92,14 +92,7 @@ impl NodeAgent {
     }
 
     /// The plugin watcher's status, `None` unless configured.
-    pub fn plugin_watcher_status(&self) -> Option<serde_json::Value> {
+    pub fn plugin_watcher_status(&self) -> Option<PluginWatcherStatus> {
         self.plugin_watcher.get().map(PluginWatcher::status)
-    }
-
-    /// [`Host::status`] with the plugin watcher's (`kcsi_host_status`).
-    pub fn status(&self) -> serde_json::Value {
-        let mut status = self.host.status();
-        status["pluginWatcher"] = self.plugin_watcher_status().into();
-        status
     }
 }

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, PersistentVolume, PersistentVolumeSpec, Pod,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::csi::csi_client::NodeCapabilities;
 use crate::csi::proto::csi;
@@ -32,6 +32,7 @@ use crate::spec::{LifecycleMode, VolumeSpec};
 use crate::volume::capability::{volume_capability, FS_TYPE_BLOCK};
 use crate::volume::metrics::{self, VolumeMetrics};
 use crate::volume::operation::{pod_info_attributes, Operation};
+use crate::volume::reconstruct::RebuiltSpec;
 
 impl BlockPaths {
     fn publish_path(&self) -> Result<&Path> {
@@ -39,6 +40,20 @@ impl BlockPaths {
             .as_deref()
             .ok_or_else(|| Error::invalid("this block volume handle was made without a pod UID"))
     }
+}
+
+/// A block mapper's paths, as `kcsi_block_mapper_paths` reports them.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MapperPaths {
+    pub global_map_path: PathBuf,
+    pub staging_path: PathBuf,
+    pub publish_dir: PathBuf,
+    pub publish_path: Option<PathBuf>,
+    pub pod_device_map_path: Option<PathBuf>,
+    pub pod_device_map_name: String,
+    pub volume_data_dir: PathBuf,
+    pub metrics_path: Option<PathBuf>,
 }
 
 /// Upstream `NewBlockVolumeMapper` and the mapper's operations.
@@ -119,19 +134,19 @@ impl BlockMapper {
         })
     }
 
-    /// The paths as JSON for the host.
-    pub fn paths_json(&self) -> serde_json::Value {
+    /// The mapper's paths, as `kcsi_block_mapper_paths` reports them.
+    pub fn paths(&self) -> MapperPaths {
         let p = &self.paths;
-        json!({
-            "globalMapPath": p.global_map_path,
-            "stagingPath": p.staging_path,
-            "publishDir": p.publish_dir,
-            "publishPath": p.publish_path,
-            "podDeviceMapPath": p.pod_device_map_path,
-            "podDeviceMapName": self.spec_name,
-            "volumeDataDir": p.data_dir,
-            "metricsPath": p.metrics_path,
-        })
+        MapperPaths {
+            global_map_path: p.global_map_path.clone(),
+            staging_path: p.staging_path.clone(),
+            publish_dir: p.publish_dir.clone(),
+            publish_path: p.publish_path.clone(),
+            pod_device_map_path: p.pod_device_map_path.clone(),
+            pod_device_map_name: self.spec_name.clone(),
+            volume_data_dir: p.data_dir.clone(),
+            metrics_path: p.metrics_path.clone(),
+        }
     }
 
     /// The mapper's `MetricsProvider` (upstream `NewMetricsCsi` on `<globalMapPath>/<podUID>`).
@@ -464,7 +479,7 @@ pub fn construct_block_volume_spec(
     pod_uid: &str,
     spec_name: &str,
     map_path: &str,
-) -> Result<serde_json::Value> {
+) -> Result<RebuiltSpec> {
     tracing::debug!("{}", csi_log!("plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={map_path}]"));
     let data_dir = host.layout().block_data_dir(spec_name)?;
     let data = host.files().open()?.load(&data_dir).map_err(|e| {
@@ -489,5 +504,8 @@ pub fn construct_block_volume_spec(
         }),
         ..Default::default()
     };
-    Ok(json!({"persistentVolume": pv, "readOnly": false}))
+    Ok(RebuiltSpec::Persistent {
+        persistent_volume: Box::new(pv),
+        read_only: false,
+    })
 }

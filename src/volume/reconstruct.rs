@@ -7,21 +7,49 @@ use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, CSIVolumeSource, PersistentVolume, PersistentVolumeSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::disk::volume_data::{self, keys};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::spec::LifecycleMode;
 
+/// A spec rebuilt from `vol_data.json`, in the form kcsi takes a spec:
+/// `{"persistentVolume": <PV>, "readOnly": false}` or `{"volume": <Volume>}`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum RebuiltSpec {
+    Persistent {
+        #[serde(rename = "persistentVolume")]
+        persistent_volume: Box<PersistentVolume>,
+        #[serde(rename = "readOnly")]
+        read_only: bool,
+    },
+    Inline {
+        volume: Box<Volume>,
+    },
+}
+
+/// What ConstructVolumeSpec rebuilds: the spec and the SELinux mount context.
+#[derive(Clone, Debug, Serialize)]
+pub struct Reconstructed {
+    pub spec: RebuiltSpec,
+    #[serde(rename = "seLinuxMountContext")]
+    pub selinux_mount_context: String,
+}
+
 /// `{"spec": <spec as kcsi takes it>, "seLinuxMountContext": "<label>"}` for the volume whose
 /// per-volume dir (`.../kubernetes.io~csi/<spec>`) is `mount_path`. The spec carries only what
 /// the file records: driver, handle (PV) and name; the SELinux context only with the gate
 /// `SELinuxMountReadWriteOncePod` on, else "".
-pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -> Result<Value> {
+pub fn construct_volume_spec(
+    host: &Host,
+    volume_name: &str,
+    mount_path: &str,
+) -> Result<Reconstructed> {
     let dir = Path::new(mount_path);
     check_pod_volume_dir(host, dir)?;
-    let load = || -> Result<Value> {
+    let load = || -> Result<Reconstructed> {
         let data = host.files().open()?.load(dir)?;
         let spec_name = volume_data::get(&data, keys::SPEC_VOL_ID, dir)?.to_string();
         let driver = volume_data::get(&data, keys::DRIVER_NAME, dir)?.to_string();
@@ -36,7 +64,9 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
                 }),
                 ..Default::default()
             };
-            json!({ "volume": volume })
+            RebuiltSpec::Inline {
+                volume: Box::new(volume),
+            }
         } else {
             let volume_handle = volume_data::get(&data, keys::VOLUME_HANDLE, dir)?.to_string();
             let pv = PersistentVolume {
@@ -55,7 +85,10 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
                 }),
                 ..Default::default()
             };
-            json!({ "persistentVolume": pv, "readOnly": false })
+            RebuiltSpec::Persistent {
+                persistent_volume: Box::new(pv),
+                read_only: false,
+            }
         };
         let selinux = if host.config().gate("SELinuxMountReadWriteOncePod") {
             data.get(keys::SELINUX_MOUNT_CONTEXT)
@@ -64,7 +97,10 @@ pub fn construct_volume_spec(host: &Host, volume_name: &str, mount_path: &str) -
         } else {
             String::new()
         };
-        Ok(json!({ "spec": spec, "seLinuxMountContext": selinux }))
+        Ok(Reconstructed {
+            spec,
+            selinux_mount_context: selinux,
+        })
     };
     load().map_err(|e| {
         e.context(csi_log!(

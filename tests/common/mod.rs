@@ -116,12 +116,7 @@ pub fn wait_loop_detached(file: &Path) {
 
 /// The names of the drivers registered with `host` (kcsi_list_drivers' order).
 pub fn driver_names(host: &kcsi::Host) -> Vec<String> {
-    host.drivers_json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap().to_string())
-        .collect()
+    host.drivers_status().into_iter().map(|d| d.name).collect()
 }
 
 /// `into` gains `from`'s top-level keys (both JSON objects).

@@ -178,6 +178,7 @@ impl Plugin {
             let rebuilt = construct_volume_spec(&self.host, &volume_name, &dir.to_string_lossy());
             let error = match rebuilt {
                 Ok(r) => {
+                    let r = json!(r);
                     let csi = &r["spec"]["persistentVolume"]["spec"]["csi"];
                     let same = csi["driver"] == self.driver.as_str()
                         && csi["volumeHandle"] == d.volume_handle.as_str();

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use futures::StreamExt;
 use inotify::{EventMask, EventStream, Inotify, WatchDescriptor, WatchMask, Watches};
-use serde_json::json;
+use serde::Serialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::node::NodeAgent;
 
 use worker::SocketState;
+pub use worker::SocketStatus;
 
 /// What identifies one socket file: re-creating a socket at the same path gives a new inode
 /// (or, should the inode number be reused at once, a new change time).
@@ -76,6 +77,16 @@ struct Shared {
 }
 
 /// A running plugin watcher; stopped by [`PluginWatcher::stop`] or when dropped.
+/// What `kcsi_host_status` reports of the plugin watcher.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginWatcherStatus {
+    pub dir: PathBuf,
+    pub sockets_seen: u64,
+    pub last_error: Option<String>,
+    pub sockets: Vec<SocketStatus>,
+}
+
 pub struct PluginWatcher {
     shared: Arc<Shared>,
     events: JoinHandle<()>,
@@ -162,22 +173,31 @@ impl PluginWatcher {
         }
     }
 
-    /// `{"dir", "socketsSeen", "lastError", "sockets": [{"path", "state", "driver",
-    /// "endpoint", "attempts", "lastError"}]}`, sockets sorted by path.
-    pub fn status(&self) -> serde_json::Value {
-        let sockets: Vec<serde_json::Value> = self
+    /// The watched dir, the sockets seen and the registration of each, sorted by path.
+    pub fn status(&self) -> PluginWatcherStatus {
+        let sockets = self
             .shared
             .lock_sockets()
             .current
             .iter()
-            .map(|(path, w)| w.state.lock().unwrap_or_else(|p| p.into_inner()).json(path))
+            .map(|(path, w)| {
+                w.state
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .status(path)
+            })
             .collect();
-        json!({
-            "dir": self.shared.dir,
-            "socketsSeen": self.shared.seen.load(Ordering::Relaxed),
-            "lastError": *self.shared.last_error.lock().unwrap_or_else(|p| p.into_inner()),
-            "sockets": sockets,
-        })
+        PluginWatcherStatus {
+            dir: self.shared.dir.clone(),
+            sockets_seen: self.shared.seen.load(Ordering::Relaxed),
+            last_error: self
+                .shared
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            sockets,
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use serde_json::json;
+use serde::Serialize;
 use tokio::net::UnixStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -70,21 +70,32 @@ impl Default for SocketState {
 }
 
 impl SocketState {
-    pub fn json(&self, path: &Path) -> serde_json::Value {
-        let state = match self.phase {
-            Phase::Registering => "registering",
-            Phase::Registered => "registered",
-            Phase::Retrying => "retrying",
-        };
-        json!({
-            "path": path,
-            "state": state,
-            "driver": self.driver,
-            "endpoint": self.endpoint,
-            "attempts": self.attempts,
-            "lastError": self.last_error,
-        })
+    pub fn status(&self, path: &Path) -> SocketStatus {
+        SocketStatus {
+            path: path.to_path_buf(),
+            state: match self.phase {
+                Phase::Registering => "registering",
+                Phase::Registered => "registered",
+                Phase::Retrying => "retrying",
+            },
+            driver: self.driver.clone(),
+            endpoint: self.endpoint.clone(),
+            attempts: self.attempts,
+            last_error: self.last_error.clone(),
+        }
     }
+}
+
+/// One socket's registration, as `kcsi_host_status` reports it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SocketStatus {
+    pub path: PathBuf,
+    pub state: &'static str,
+    pub driver: Option<String>,
+    pub endpoint: Option<String>,
+    pub attempts: u32,
+    pub last_error: Option<String>,
 }
 
 fn update(state: &Mutex<SocketState>, f: impl FnOnce(&mut SocketState)) {
