@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/peers/versions.sh   # GOTOOLCHAIN, KCSI_GO, KCSI_GO_VERSION, KCSI_PEERS_CACHE
 
-key=$( { cat tests/kubelet/go.mod tests/kubelet/go.sum tests/kubelet/*.go tests/kubelet/stats/*.go \
+key=$( { cat tests/kubelet/go.mod tests/kubelet/go.sum tests/kubelet/*.go tests/kubelet/stats/*.go tests/kubelet/mountinfo/*.go \
            bindings/go/volumeplugin/go.mod bindings/go/volumeplugin/*.go \
            bindings/go/go.mod bindings/go/*.go bindings/go/*.c bindings/go/*.h include/kcsi.h
          echo "$KCSI_GO_VERSION"; } | sha256sum | cut -c1-16)

@@ -156,23 +156,17 @@ func (n *node) attachClaim(ctx context.Context, name string) (*claim, error) {
 // snapshot adds what attaching shows: the requests the attach driver got, the node's
 // VolumeAttachments and node.status.volumesAttached / volumesInUse.
 func (a *attachStack) snapshot(ctx context.Context, o *observation, prefix string, m logMark, z *normalizer) {
-	// The kubelet refreshes CSINode's allocatable count with NodeGetInfo on the CSIDriver's
-	// nodeAllocatableUpdatePeriodSeconds timer: compared by count (allowlisted).
-	compared, counts := z.callLines(readCalls(a.log, m.attach), "NodeGetInfo")
-	// The controller attaches and detaches volumes in parallel: compared volume by volume,
-	// each volume's requests in their order.
-	sort.SliceStable(compared, func(i, j int) bool { return volumeOf(compared[i]) < volumeOf(compared[j]) })
-	o.add(prefix+" attach driver csi requests", compared...)
-	countKeys(o, prefix+" attach driver", counts)
+	calls, err := readCalls(a.log, m.attach)
+	if err != nil {
+		o.fail(prefix+" the attach driver's requests", err)
+	}
+	// The controller attaches and detaches volumes in parallel: compared volume by volume
+	// (by their normalized names), each volume's requests in their order.
+	volume := func(c call) string { id, _ := c.Request["volume_id"].(string); return z.apply(id) }
+	sort.SliceStable(calls, func(i, j int) bool { return volume(calls[i]) < volume(calls[j]) })
+	o.addCalls(prefix+" attach driver", calls, m, z)
 	o.add(prefix+" volume attachments", a.attachmentLines(ctx, z)...)
 	o.add(prefix+" node attach status", a.nodeAttachLines(ctx, z)...)
-}
-
-// volumeOf is the volume_id of a request line.
-func volumeOf(line string) string {
-	_, after, _ := strings.Cut(line, `"volume_id":"`)
-	id, _, _ := strings.Cut(after, `"`)
-	return id
 }
 
 func (a *attachStack) attachments(ctx context.Context) ([]storagev1.VolumeAttachment, error) {

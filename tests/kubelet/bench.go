@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"kcsi.dev/kcsi/tests/kubelet/mountinfo"
 	"kcsi.dev/kcsi/tests/kubelet/stats"
 )
 
@@ -65,7 +66,11 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 		}
 		defer seen.stop()
 	}
-	mountsBefore := len(mountPoints(n.root))
+	before, err := mountinfo.Under(n.root)
+	if err != nil {
+		return r, err
+	}
+	mountsBefore := len(before)
 	pods := make([]*v1.Pod, count)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -177,8 +182,9 @@ func (n *node) watchTeardown(ctx context.Context, pods []*v1.Pod, mountsBefore i
 			t.dirLag = max(t.dirLag, now-goneAt[p.Name])
 		}
 		if t.unmounted == 0 {
-			if len(mountPoints(n.root)) > mountsBefore {
-				return false, nil
+			mounts, err := mountinfo.Under(n.root)
+			if err != nil || len(mounts) > mountsBefore {
+				return false, err
 			}
 			t.unmounted = now
 		}

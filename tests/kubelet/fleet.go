@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os/exec"
@@ -81,9 +82,6 @@ func runFleet(args []string) error {
 		results[p] = r
 	}
 	printFleets(selected, results)
-	if left := mountPoints(s.work); len(left) > 0 {
-		return fmt.Errorf("the nodes left mounts behind: %v", left)
-	}
 	return nil
 }
 
@@ -98,7 +96,7 @@ type fleet struct {
 	restarts map[*node]int
 }
 
-func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) (*fleetResult, error) {
+func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) (_ *fleetResult, err error) {
 	dir := filepath.Join(s.work, plugin)
 	api := filepath.Join(dir, "api")
 	stopAPI, err := s.startAPIServer(api, "KCSI_APISERVER_AUDIT=1")
@@ -110,7 +108,11 @@ func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) 
 		return nil, err
 	}
 	f := &fleet{s: s, exited: map[*node]time.Time{}, restarts: map[*node]int{}}
-	defer f.stop()
+	defer func() {
+		if serr := f.stop(); err == nil {
+			err = serr
+		}
+	}()
 	r := &fleetResult{nodes: o.nodes}
 
 	fmt.Printf("[%s] starting %d nodes\n", plugin, o.nodes)
@@ -325,12 +327,23 @@ func (f *fleet) waitReady(ctx context.Context, timeout time.Duration, renewed ti
 	return last, err
 }
 
-// stop stops the nodes in parallel (each kubelet takes a few seconds to go).
-func (f *fleet) stop() {
+// stop stops the nodes in parallel (each kubelet takes a few seconds to go), then cleans up
+// after them; it fails if, before the clean-up, a node had left anything mounted.
+func (f *fleet) stop() error {
 	var wg sync.WaitGroup
 	for _, n := range f.nodes {
 		wg.Add(1)
-		go func() { defer wg.Done(); n.stop() }()
+		go func() { defer wg.Done(); n.stopProcesses() }()
 	}
 	wg.Wait()
+	var errs []error
+	for _, n := range f.nodes {
+		if left, err := n.leftMounts(); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: reading the mount table: %w", n.name, err))
+		} else if len(left) > 0 {
+			errs = append(errs, fmt.Errorf("node %s left mounts behind: %v", n.name, left))
+		}
+		n.cleanUp()
+	}
+	return errors.Join(errs...)
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +19,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kcsi.dev/kcsi/tests/kubelet/mountinfo"
 )
 
 const driverName = "hostpath.csi.k8s.io"
@@ -221,9 +223,13 @@ func (n *node) stopKubelet() {
 	n.kubelet = nil
 }
 
-// stop stops the processes and leaves nothing mounted: the kubelet bind-mounts its root onto
-// itself (rshared) and keeps it, and a failed scenario may leave volumes published.
+// stop stops the node's processes and cleans up after them.
 func (n *node) stop() {
+	n.stopProcesses()
+	n.cleanUp()
+}
+
+func (n *node) stopProcesses() {
 	if n.attach != nil {
 		n.attach.stop()
 	}
@@ -233,8 +239,30 @@ func (n *node) stop() {
 		n.csi.Close()
 	}
 	stopProc(n.driver)
+}
+
+// cleanUp leaves nothing mounted or attached under the node's dir: the kubelet bind-mounts its
+// root onto itself (rshared) and keeps it, and a failed scenario may leave volumes published.
+func (n *node) cleanUp() {
 	unmountUnder(n.dir)
 	detachLoopsUnder(n.dir)
+}
+
+// leftMounts lists what is mounted under the node's dir but the kubelet's bind mount of its
+// root onto itself: read once the node's processes have stopped and before cleanUp, it is
+// what they left behind.
+func (n *node) leftMounts() ([]string, error) {
+	points, err := mountinfo.Under(n.dir)
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, p := range points {
+		if p != n.root {
+			left = append(left, p)
+		}
+	}
+	return left, nil
 }
 
 func ignoreNotFound(err error) error {
@@ -248,6 +276,9 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 	return waitEvery(ctx, 100*time.Millisecond, timeout, what, cond)
 }
 
+// errTimedOut is waitFor's error when its condition did not come true in time.
+var errTimedOut = errors.New("timed out")
+
 // waitEvery is waitFor checking every period (the fleet's checks list every node).
 func waitEvery(ctx context.Context, period, timeout time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
@@ -260,7 +291,7 @@ func waitEvery(ctx context.Context, period, timeout time.Duration, what string, 
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
+			return fmt.Errorf("%w after %s waiting for %s", errTimedOut, timeout, what)
 		}
 		select {
 		case <-ctx.Done():
@@ -301,34 +332,26 @@ func deleteVolume(ctx context.Context, conn *grpc.ClientConn, handle string) err
 	return err
 }
 
-func mountPoints(under string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
+// isMountPoint says whether path is a mount point, and if not, or if the mount table is
+// unreadable, why.
+func isMountPoint(path string) (bool, string) {
+	ok, err := mountinfo.IsMountPoint(path)
 	if err != nil {
-		return nil
+		return false, err.Error()
 	}
-	defer f.Close()
-	var points []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && (fields[4] == under || strings.HasPrefix(fields[4], under+"/")) {
-			points = append(points, fields[4])
-		}
+	if !ok {
+		return false, path + " is not a mount point"
 	}
-	return points
-}
-
-func isMountPoint(path string) bool {
-	for _, p := range mountPoints(path) {
-		if p == path {
-			return true
-		}
-	}
-	return false
+	return true, path
 }
 
 func unmountUnder(dir string) {
-	points := mountPoints(dir)
+	points, err := mountinfo.Under(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet-e2e: cleaning up %s: %v\n", dir, err)
+		return
+	}
+	// The deepest first, so no mount is detached from under another.
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	for _, p := range points {
 		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {

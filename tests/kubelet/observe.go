@@ -18,6 +18,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kcsi.dev/kcsi/tests/kubelet/mountinfo"
 )
 
 // call is one CSI request the driver logged (hostpath -v=5 logs "gRPCCall: {json}") once it
@@ -37,12 +39,15 @@ var stateful = map[string]bool{
 	"ControllerExpandVolume": true, // the external-resizer's, before the kubelet's NodeExpandVolume
 }
 
-// logMark is a position in the node's drivers' logs: the main driver's and, while it runs,
-// the attach driver's.
-type logMark struct{ main, attach int64 }
+// logMark is a position in the node's drivers' logs (the main driver's and, while it runs,
+// the attach driver's) and when it was taken.
+type logMark struct {
+	main, attach int64
+	at           time.Time
+}
 
 func (n *node) mark() logMark {
-	m := logMark{main: logSize(n.driverLog)}
+	m := logMark{main: logSize(n.driverLog), at: time.Now()}
 	if n.attach != nil {
 		m.attach = logSize(n.attach.log)
 	}
@@ -58,45 +63,70 @@ func logSize(path string) int64 {
 }
 
 // callsSince reads the requests the main driver logged after m.
-func (n *node) callsSince(m logMark) []call { return readCalls(n.driverLog, m.main) }
+func (n *node) callsSince(m logMark) ([]call, error) { return readCalls(n.driverLog, m.main) }
 
-// readCalls reads the requests a driver logged at offsets after from.
-func readCalls(log string, from int64) []call {
+// allCallsSince reads the requests both of the node's drivers logged after m.
+func (n *node) allCallsSince(m logMark) ([]call, error) {
+	calls, err := n.callsSince(m)
+	if err != nil || n.attach == nil {
+		return calls, err
+	}
+	attach, err := readCalls(n.attach.log, m.attach)
+	return append(calls, attach...), err
+}
+
+// callPrefix starts the line hostpath (-v=5) logs for each request it answered.
+const callPrefix = "gRPCCall: "
+
+// readCalls reads the requests a driver logged at offsets after from. A log it cannot read
+// and a request line it cannot parse are errors: a comparison of two empty lists proves
+// nothing.
+func readCalls(log string, from int64) ([]call, error) {
 	f, err := os.Open(log)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer f.Close()
-	f.Seek(from, 0)
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("%s: %w", log, err)
+	}
 	var calls []call
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		i := strings.Index(line, "gRPCCall: ")
+		i := strings.Index(line, callPrefix)
 		if i < 0 {
 			continue
 		}
 		var c call
-		if err := json.Unmarshal([]byte(line[i+len("gRPCCall: "):]), &c); err != nil {
-			continue
+		if err := json.Unmarshal([]byte(line[i+len(callPrefix):]), &c); err != nil || c.Method == "" {
+			return nil, fmt.Errorf("%s: a request line that is not a logged call (%v): %q", log, err, line)
 		}
 		c.Method = c.Method[strings.LastIndex(c.Method, "/")+1:]
 		calls = append(calls, c)
 	}
-	return calls
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", log, err)
+	}
+	return calls, nil
 }
 
 // logSince is the driver's log after m, for lines other than requests (e.g. a fault hook's).
-func (n *node) logSince(m logMark) string {
+func (n *node) logSince(m logMark) (string, error) {
 	f, err := os.Open(n.driverLog)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	defer f.Close()
-	f.Seek(m.main, 0)
-	b, _ := io.ReadAll(f)
-	return string(b)
+	if _, err := f.Seek(m.main, io.SeekStart); err != nil {
+		return "", fmt.Errorf("%s: %w", n.driverLog, err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", n.driverLog, err)
+	}
+	return string(b), nil
 }
 
 // normalizer rewrites what legitimately differs between the two runs (node, namespace and
@@ -147,22 +177,38 @@ func (z *normalizer) apply(s string) string {
 }
 
 // callLines: stateful requests in order, in full; the others counted by method.
-// countOnly names methods that this driver's calls compare by count even if stateful.
-func (z *normalizer) callLines(calls []call, countOnly ...string) (compared []string, counts map[string]int) {
+func (z *normalizer) callLines(calls []call) (compared []string, counts map[string]int) {
 	counts = map[string]int{}
+	failed := map[string]bool{}   // a request line -> whether the last call with it failed
+	resynced := map[string]bool{} // a request line -> whether a resync of it was folded
 	for _, c := range calls {
-		if !stateful[c.Method] || slices.Contains(countOnly, c.Method) {
+		if !stateful[c.Method] {
 			counts[c.Method]++
 			continue
 		}
 		b, _ := json.Marshal(c.Request) // sorted keys
 		line := c.Method + " " + z.apply(string(b))
-		// A republish (requiresRepublish, for fresh tokenRequests tokens) and the
-		// external-attacher's retry of a failed attach repeat the last request exactly; how
+		// A republish (requiresRepublish, for fresh tokenRequests tokens) repeats the last
+		// request exactly, and so does the external-attacher's retry of a failed attach; how
 		// many repeats a snapshot holds depends on when the timers fired, so those repeats
-		// are counted apart (allowlisted) and the request compared once. Any other repeated
+		// are counted apart (in buckets, countKeys) and the request compared once. The
+		// external-attacher also syncs a VolumeAttachment again on its own update, before its
+		// cache holds the "attached" it wrote, and attaches it again at once, or not: that
+		// one repeat of a success per request is counted apart too. Any other repeated
 		// request is compared in full.
-		if repeat := repeatKind(c.Method, line); repeat != "" && len(compared) > 0 && compared[len(compared)-1] == line {
+		var repeat string
+		switch {
+		case c.Method == "NodePublishVolume" && strings.Contains(line, "serviceAccount.tokens") &&
+			len(compared) > 0 && compared[len(compared)-1] == line:
+			repeat = "republish"
+		case c.Method == "ControllerPublishVolume" && failed[line]:
+			repeat = "retry"
+		case c.Method == "ControllerPublishVolume" && c.Error == "" && !failed[line] && !resynced[line] &&
+			slices.Contains(compared, line):
+			repeat, resynced[line] = "resync", true
+		}
+		failed[line] = c.Error != ""
+		if repeat != "" {
 			counts[c.Method+" "+repeat]++
 			continue
 		}
@@ -171,28 +217,17 @@ func (z *normalizer) callLines(calls []call, countOnly ...string) (compared []st
 	return compared, counts
 }
 
-// repeatKind names the timer an identical repeat of this request comes from, or "".
-func repeatKind(method, line string) string {
-	switch {
-	case method == "NodePublishVolume" && strings.Contains(line, "serviceAccount.tokens"):
-		return "republish"
-	case method == "ControllerPublishVolume":
-		return "retry"
-	}
-	return ""
-}
-
 // fileLines lists what the CSI plugin owns under the kubelet root: pods' volume dirs and the
 // plugin's global dirs, with type, mode and vol_data.json contents. A file in one of kcsi's
 // allowedEmptyDirs, but for its blanks, lives only while a save runs (a requiresRepublish SetUp rewrites
 // vol_data.json on every pod sync), so a walk that met one is taken again; one still there
 // after tempFileGrace was left behind and shows.
-func (z *normalizer) fileLines(root string) []string {
+func (z *normalizer) fileLines(root string) ([]string, error) {
 	deadline := time.Now().Add(tempFileGrace)
 	for {
-		lines, inFlight := z.fileLinesOnce(root)
-		if !inFlight || time.Now().After(deadline) {
-			return lines
+		lines, inFlight, err := z.fileLinesOnce(root)
+		if err != nil || !inFlight || time.Now().After(deadline) {
+			return lines, err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -213,7 +248,15 @@ func onlyBlanks(entries []os.DirEntry) bool {
 }
 
 // fileLinesOnce is one walk of fileLines, and whether it met a file in an allowedEmptyDir.
-func (z *normalizer) fileLinesOnce(root string) ([]string, bool) {
+func (z *normalizer) fileLinesOnce(root string) ([]string, bool, error) {
+	points, err := mountinfo.Under(root)
+	if err != nil {
+		return nil, false, err
+	}
+	mounted := map[string]bool{}
+	for _, p := range points {
+		mounted[p] = true
+	}
 	var lines []string
 	inFlight := false
 	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -248,7 +291,7 @@ func (z *normalizer) fileLinesOnce(root string) ([]string, bool) {
 			return nil
 		}
 		line := fmt.Sprintf("%s %s %o", z.apply(rel), fileType(st.Mode), st.Mode&0o7777)
-		if isMountPoint(path) {
+		if mounted[path] {
 			line += " mountpoint"
 			lines = append(lines, line)
 			return filepath.SkipDir // the driver's data
@@ -265,7 +308,7 @@ func (z *normalizer) fileLinesOnce(root string) ([]string, bool) {
 	})
 	// The walk's order is the raw names' (random pod UIDs); compare in the normalized order.
 	sort.Strings(lines)
-	return lines, inFlight
+	return lines, inFlight, nil
 }
 
 func fileType(mode uint32) string {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +21,12 @@ import (
 type observation struct {
 	keys   []string
 	values map[string][]string
+	// problems kept the scenario from being observed (a log or the mount table the suite
+	// could not read); any fails it.
+	problems []string
+	// publishes counts the NodePublishVolume requests the snapshots saw: a scenario that
+	// published nothing tested nothing.
+	publishes int
 }
 
 func (o *observation) add(key string, lines ...string) {
@@ -37,18 +46,104 @@ func (o *observation) check(key string, ok bool, detail string) {
 	}
 }
 
+// checkMounted checks that path is a mount point.
+func (o *observation) checkMounted(key, path string) {
+	ok, detail := isMountPoint(path)
+	o.check(key, ok, detail)
+}
+
+func (o *observation) fail(what string, err error) {
+	o.problems = append(o.problems, what+": "+err.Error())
+}
+
 // snapshot records, under prefix, the CSI requests since m, the plugin's files, the node
 // objects and the namespace's pods, claims, volumes and events.
 func (n *node) snapshot(ctx context.Context, o *observation, prefix string, m logMark, z *normalizer) {
-	compared, counts := z.callLines(n.callsSince(m))
-	o.add(prefix+" csi requests", compared...)
-	countKeys(o, prefix, counts)
-	o.add(prefix+" files", z.fileLines(n.root)...)
+	calls, err := n.callsSince(m)
+	if err != nil {
+		o.fail(prefix+" the driver's requests", err)
+	}
+	o.addCalls(prefix, calls, m, z)
+	files, err := z.fileLines(n.root)
+	if err != nil {
+		o.fail(prefix+" the plugin's files", err)
+	}
+	o.add(prefix+" files", files...)
 	o.add(prefix+" node objects", n.nodeLines(ctx, z)...)
 	o.add(prefix+" api objects", n.objectLines(ctx, z)...)
 	if n.attach != nil {
 		n.attach.snapshot(ctx, o, prefix, m, z)
 	}
+}
+
+// addCalls records a driver's requests since m under prefix: the stateful ones in full, the
+// others by count.
+func (o *observation) addCalls(prefix string, calls []call, m logMark, z *normalizer) {
+	compared, counts := z.callLines(calls)
+	o.add(prefix+" csi requests", compared...)
+	countKeys(o, prefix, counts, time.Since(m.at))
+	for _, c := range calls {
+		if c.Method == "NodePublishVolume" {
+			o.publishes++
+		}
+	}
+}
+
+// volumeStats waits until the kubelet asks the drivers for the stats of each volume it
+// published for the pod (a NodeGetVolumeStats with the volume's id; the kubelet runs with
+// volumeStatsAggPeriod 1 s), checks that it did, and records those requests under prefix,
+// de-duplicated (their paths are compared there: a block volume's is its device map path,
+// not its publish target).
+func (n *node) volumeStats(ctx context.Context, o *observation, prefix string, pod *v1.Pod, z *normalizer) error {
+	m := n.mark()
+	all, err := n.allCallsSince(logMark{})
+	if err != nil {
+		return err
+	}
+	published := map[string]bool{} // volume ids
+	for _, c := range all {
+		path, _ := c.Request["target_path"].(string)
+		id, _ := c.Request["volume_id"].(string)
+		if c.Method == "NodePublishVolume" && c.Error == "" && strings.Contains(path, string(pod.UID)) {
+			published[id] = true
+		}
+	}
+	var stats []call
+	var missing []string
+	err = waitFor(ctx, 30*time.Second, "NodeGetVolumeStats of each volume of pod "+pod.Name, func() (bool, error) {
+		calls, err := n.allCallsSince(m)
+		if err != nil {
+			return false, err
+		}
+		stats, missing = nil, nil
+		asked := map[string]bool{}
+		for _, c := range calls {
+			if c.Method == "NodeGetVolumeStats" {
+				stats = append(stats, c)
+				id, _ := c.Request["volume_id"].(string)
+				asked[id] = true
+			}
+		}
+		for id := range published {
+			if !asked[id] {
+				missing = append(missing, z.apply(id))
+			}
+		}
+		return len(published) > 0 && len(missing) == 0, nil
+	})
+	if err != nil && !errors.Is(err, errTimedOut) {
+		return err
+	}
+	o.check(prefix+" the kubelet asks for the stats of each volume it published", err == nil,
+		fmt.Sprintf("%d volumes published, no NodeGetVolumeStats for %v", len(published), missing))
+	var lines []string
+	for _, c := range stats {
+		b, _ := json.Marshal(c.Request) // volume_id, volume_path, staging_target_path
+		lines = append(lines, z.apply(string(b)))
+	}
+	slices.Sort(lines)
+	o.add(prefix+" NodeGetVolumeStats requests (de-duplicated)", slices.Compact(lines)...)
+	return nil
 }
 
 type scenario struct {
@@ -88,6 +183,9 @@ func (n *node) runPod(ctx context.Context, o *observation, pod *v1.Pod, handles 
 	}
 	z := n.normalizer(map[string]string{pod.Name: string(pod.UID)}, handles)
 	n.snapshot(ctx, o, "running:", m, z)
+	if err := n.volumeStats(ctx, o, "running:", pod, z); err != nil {
+		return err
+	}
 	if between != nil {
 		if err := between(pod, z); err != nil {
 			return err
@@ -117,7 +215,7 @@ func podWithPVC(ctx context.Context, n *node, o *observation) error {
 	pod := n.claimPod("pvc", c)
 	return n.runPod(ctx, o, pod, map[string]string{"fs": c.handle}, func(pod *v1.Pod, z *normalizer) error {
 		target := mountPath(n, pod, c.pv)
-		o.check("the volume is bind-mounted at the pod's mount path", isMountPoint(target), target)
+		o.checkMounted("the volume is bind-mounted at the pod's mount path", target)
 		werr := os.WriteFile(filepath.Join(target, "hello.txt"), []byte("written through the kubelet's mount"), 0o644)
 		b, rerr := os.ReadFile(filepath.Join(n.state, c.handle, "hello.txt"))
 		o.check("data written through the mount lands in the driver's volume",
@@ -143,21 +241,20 @@ func kubeletRestart(ctx context.Context, n *node, o *observation) error {
 		}
 		// Upstream reconstructs the volume as uncertain and publishes it again; wait for the
 		// volume manager to settle (the re-publish, or 20 s without it).
-		waitFor(ctx, 20*time.Second, "the re-publish after the restart", func() (bool, error) {
-			for _, c := range n.callsSince(m) {
-				if c.Method == "NodePublishVolume" {
-					return true, nil
-				}
-			}
-			return false, nil
+		err := waitFor(ctx, 20*time.Second, "the re-publish after the restart", func() (bool, error) {
+			calls, err := n.callsSince(m)
+			return slices.ContainsFunc(calls, func(c call) bool { return c.Method == "NodePublishVolume" }), err
 		})
+		if err != nil && !errors.Is(err, errTimedOut) {
+			return err
+		}
 		time.Sleep(2 * time.Second)
 		if _, err := n.waitRunning(ctx, pod.Name, podTimeout); err != nil {
 			return err
 		}
 		n.snapshot(ctx, o, "restarted:", m, z)
-		o.check("the volume is still mounted after the restart", isMountPoint(mountPath(n, pod, c.pv)), "")
-		return nil
+		o.checkMounted("the volume is still mounted after the restart", mountPath(n, pod, c.pv))
+		return n.volumeStats(ctx, o, "restarted:", pod, z)
 	})
 }
 
@@ -185,7 +282,7 @@ func inlineEphemeral(ctx context.Context, n *node, o *observation) error {
 	pod := n.pod("inline", []v1.Volume{vol}, []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}, nil)
 	return n.runPod(ctx, o, pod, nil, func(pod *v1.Pod, z *normalizer) error {
 		target := mountPath(n, pod, "scratch")
-		o.check("the inline volume is mounted", isMountPoint(target), target)
+		o.checkMounted("the inline volume is mounted", target)
 		return nil
 	})
 }

@@ -55,13 +55,18 @@ func driverKilledDuringPublish(ctx context.Context, n *node, o *observation) (er
 	}
 	defer n.s.client.CoreV1().Pods(n.ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
 	if err := waitFor(ctx, podTimeout, "the driver to hold NodePublishVolume", func() (bool, error) {
-		return strings.Contains(n.logSince(m), holdHook), nil
+		log, err := n.logSince(m)
+		return strings.Contains(log, holdHook), err
 	}); err != nil {
 		return err
 	}
 	killProc(n.driver)
+	calls, err := n.callsSince(m)
+	if err != nil {
+		return err
+	}
 	answered := 0
-	for _, c := range n.callsSince(m) {
+	for _, c := range calls {
 		if c.Method == "NodePublishVolume" {
 			answered++
 		}
@@ -79,8 +84,11 @@ func driverKilledDuringPublish(ctx context.Context, n *node, o *observation) (er
 		return err
 	}
 	z := n.normalizer(map[string]string{pod.Name: string(pod.UID)}, map[string]string{"killed": c.handle})
-	o.check("the volume is mounted after the driver restarted", isMountPoint(mountPath(n, pod, c.pv)), "")
+	o.checkMounted("the volume is mounted after the driver restarted", mountPath(n, pod, c.pv))
 	n.snapshot(ctx, o, "recovered:", m, z)
+	if err := n.volumeStats(ctx, o, "recovered:", pod, z); err != nil {
+		return err
+	}
 	m = n.mark()
 	if err := n.deletePod(ctx, pod, podTimeout); err != nil {
 		return err

@@ -101,7 +101,11 @@ func expandClaim(ctx context.Context, n *node, o *observation, name, newSize str
 		if err != nil {
 			return fmt.Errorf("%w (PVC status %+v)", err, pvc.Status)
 		}
-		checks(n.callsSince(m), pvc)
+		calls, err := n.callsSince(m)
+		if err != nil {
+			return err
+		}
+		checks(calls, pvc)
 		n.snapshot(ctx, o, "expanded:", m, z)
 		return nil
 	})

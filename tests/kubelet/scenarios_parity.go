@@ -136,8 +136,12 @@ func secrets(ctx context.Context, n *node, o *observation) error {
 	pod := n.claimPod("secrets", c)
 	m := n.mark()
 	return n.runPod(ctx, o, pod, map[string]string{"secrets": c.handle}, func(pod *v1.Pod, z *normalizer) error {
+		calls, err := n.callsSince(m)
+		if err != nil {
+			return err
+		}
 		var withSecrets []string
-		for _, c := range n.callsSince(m) {
+		for _, c := range calls {
 			if s, ok := c.Request["secrets"]; ok && (c.Method == "NodeStageVolume" || c.Method == "NodePublishVolume") {
 				withSecrets = append(withSecrets, fmt.Sprintf("%s %v", c.Method, s))
 			}
@@ -177,8 +181,12 @@ func tokenRepublish(ctx context.Context, n *node, o *observation) error {
 	return n.runPod(ctx, o, pod, map[string]string{"token": c.handle}, func(pod *v1.Pod, z *normalizer) error {
 		var tokens []string
 		err := waitFor(ctx, 40*time.Second, "three republishes", func() (bool, error) {
+			calls, err := n.callsSince(m)
+			if err != nil {
+				return false, err
+			}
 			tokens = nil
-			for _, c := range n.callsSince(m) {
+			for _, c := range calls {
 				if c.Method == "NodePublishVolume" {
 					tokens = append(tokens, serviceAccountToken.FindString(fmt.Sprint(c.Request["volume_context"])))
 				}

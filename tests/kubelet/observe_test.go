@@ -1,0 +1,128 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func publish(volume string, failed bool) call {
+	c := call{Method: "ControllerPublishVolume", Request: map[string]any{"volume_id": volume, "node_id": "n"}}
+	if failed {
+		c.Error = "rpc error: code = ResourceExhausted desc = the node's one attachment is taken"
+	}
+	return c
+}
+
+func TestControllerPublishIsFoldedAfterAFailureAndOnceAfterASuccess(t *testing.T) {
+	z := &normalizer{}
+	calls := []call{
+		publish("a", true), publish("a", true), publish("a", false), // a retry, then a retry that succeeds
+		publish("a", false), publish("a", false), // the attacher's one resync, then one compared in full
+		publish("b", false), publish("b", false), publish("b", false), // one resync, one compared
+	}
+	compared, counts := z.callLines(calls)
+	if len(compared) != 4 || counts["ControllerPublishVolume retry"] != 2 || counts["ControllerPublishVolume resync"] != 2 {
+		t.Errorf("callLines = %q, %v; want 4 lines compared, 2 retries and 2 resyncs", compared, counts)
+	}
+}
+
+func TestOnlyATokenRepublishRightAfterTheSamePublishIsFolded(t *testing.T) {
+	z := &normalizer{}
+	token := call{Method: "NodePublishVolume", Request: map[string]any{"volume_id": "a",
+		"volume_context": map[string]any{"csi.storage.k8s.io/serviceAccount.tokens": "{}"}}}
+	plain := call{Method: "NodePublishVolume", Request: map[string]any{"volume_id": "a"}}
+	unpublish := call{Method: "NodeUnpublishVolume", Request: map[string]any{"volume_id": "a"}}
+	compared, counts := z.callLines([]call{token, token, token, unpublish, token, plain, plain})
+	if len(compared) != 5 || counts["NodePublishVolume republish"] != 2 {
+		t.Errorf("callLines = %q, %v; want 5 lines compared and 2 republishes", compared, counts)
+	}
+}
+
+func TestBucketsHaveAnUpperBound(t *testing.T) {
+	for _, c := range []struct {
+		count  int
+		window time.Duration
+		want   int
+	}{
+		{0, time.Minute, 0},
+		{1, time.Second, 1},
+		{fewCalls, time.Second, 2},
+		{fewCalls + 1, time.Second, topBucket},
+		{12, time.Minute, 2},                 // a republish every 5 s
+		{60, 30 * time.Second, 2},            // stats and a capability probe each second
+		{200, 20 * time.Second, topBucket},   // a republish every 100 ms
+		{callsPerMinute, time.Minute, 2},     // at the bound
+		{callsPerMinute + 1, time.Minute, 3}, // over it
+	} {
+		if got := bucket(c.count, c.window); got != buckets[c.want] {
+			t.Errorf("bucket(%d, %s) = %q, want %q", c.count, c.window, got, buckets[c.want])
+		}
+	}
+}
+
+func TestCountRulesAllowOnlyTheirDifferences(t *testing.T) {
+	few, top := buckets[2], buckets[topBucket]
+	for _, c := range []struct {
+		key, kcsi, upstream string
+		want                bool
+	}{
+		{"running: NodePublishVolume republish count", "1", few, true},
+		{"running: NodePublishVolume republish count", top, few, false},
+		{"running: NodeGetVolumeStats count", "0", "1", true},
+		{"running: NodeGetVolumeStats count", few, top, false},
+		{"deleted: attach driver ControllerPublishVolume retry count", few, "0", true},
+		{"running: NodeGetCapabilities count", "1", few, true},
+		{"running: NodeGetCapabilities count", few, "1", false},
+		{"running: NodeGetCapabilities count", top, few, false},
+		{"running: csi request counts", "Probe x1", "Probe x2", false},
+	} {
+		if _, got := allowedDifference(c.key, []string{c.kcsi}, []string{c.upstream}); got != c.want {
+			t.Errorf("allowedDifference(%q, %q, %q) = %v, want %v", c.key, c.kcsi, c.upstream, got, c.want)
+		}
+	}
+}
+
+func TestReadCallsFailsOnWhatItCannotRead(t *testing.T) {
+	dir := t.TempDir()
+	good := `I1206 00:00:00.000000 1 utils.go:1] gRPCCall: {"Method":"/csi.v1.Node/NodePublishVolume","Request":{"volume_id":"a"},"Error":""}` + "\n"
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	calls, err := readCalls(write("good.log", "I1206 started\n"+good), 0)
+	if err != nil || len(calls) != 1 || calls[0].Method != "NodePublishVolume" {
+		t.Errorf("readCalls(a good log) = %+v, %v; want one NodePublishVolume", calls, err)
+	}
+	for name, text := range map[string]string{
+		"cut.log":       good + `I1206 gRPCCall: {"Method":"/csi.v1.Node/NodeUnpublishVolume","Requ` + "\n",
+		"no-method.log": `I1206 gRPCCall: {"Request":{}}` + "\n",
+		"long.log":      "gRPCCall: " + strings.Repeat("x", 17<<20) + "\n",
+	} {
+		if calls, err := readCalls(write(name, text), 0); err == nil {
+			t.Errorf("readCalls(%s) = %d calls, no error; want an error", name, len(calls))
+		}
+	}
+	if _, err := readCalls(filepath.Join(dir, "missing.log"), 0); err == nil {
+		t.Error("readCalls of a missing log: no error")
+	}
+}
+
+func TestCountKeysGiveBothPluginsEveryRuledKey(t *testing.T) {
+	o := &observation{}
+	countKeys(o, "running:", map[string]int{"NodeGetCapabilities": 3, "Probe": 1}, time.Minute)
+	for suffix := range countRules {
+		if !slices.Contains(o.keys, "running: "+suffix) {
+			t.Errorf("no key %q in %q", "running: "+suffix, o.keys)
+		}
+	}
+	if got := o.values["running: csi request counts"]; !slices.Equal(got, []string{"Probe x1"}) {
+		t.Errorf("csi request counts = %q, want [Probe x1]", got)
+	}
+}
