@@ -2,7 +2,7 @@
 //! SetUp / MapPodDevice, TearDown / UnmapPodDevice, UnmountDevice / TearDownDevice. The steps
 //! (`lifecycle` and the single-step commands) and the volume plugin both run them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use kcsi::attacher::{self, MountDeviceArgs};
 use kcsi::Error;
@@ -24,7 +24,7 @@ pub async fn stage(host: &Host, v: &Volume) -> Result<Option<PathBuf>, Error> {
         fs_group: v.fs_group,
         se_linux_label: None,
     };
-    attacher::mount_device(host, &v.spec, &dmp.to_string_lossy(), &args).await?;
+    attacher::mount_device(host, &v.spec, &dmp, &args).await?;
     Ok(Some(dmp))
 }
 
@@ -71,10 +71,10 @@ pub async fn unstage(
 ) -> Result<(), Error> {
     if block {
         BlockUnmapper::new(host, spec_name, "")?
-            .tear_down_device(host, "", "")
+            .tear_down_device(host, Path::new(""), "")
             .await
     } else {
         let dmp = host.layout().device_mount_path(driver, handle)?;
-        attacher::unmount_device(host, &dmp.to_string_lossy()).await
+        attacher::unmount_device(host, &dmp).await
     }
 }

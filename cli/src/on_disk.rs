@@ -121,7 +121,7 @@ pub fn reconstruct(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
     let published = found.published.iter().map(|p| {
         let field = |k| p.data.get(k).unwrap_or("");
         let name = unique_volume_name(field(keys::DRIVER_NAME), field(keys::VOLUME_HANDLE));
-        let rebuilt = construct_volume_spec(&host, &name, &p.data.dir().to_string_lossy())
+        let rebuilt = construct_volume_spec(&host, &name, p.data.dir())
             .map(|r| (Some(p.pod_uid.clone()), p.spec_name.clone(), json!(r.spec)));
         (p.data.dir(), rebuilt)
     });
@@ -130,7 +130,6 @@ pub fn reconstruct(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
         let map = host
             .layout()
             .block_global_map_path(spec_name)
-            .map(|p| p.display().to_string())
             .unwrap_or_default();
         let rebuilt = construct_block_volume_spec(&host, "", spec_name, &map)
             .map(|spec| (None, spec_name.clone(), json!(spec)));

@@ -167,7 +167,7 @@ pub async fn stats(
     path: &Path,
 ) -> Result<(), Stop> {
     s.step("stats", async {
-        match volume_stats(host, driver, handle, &path.to_string_lossy()).await {
+        match volume_stats(host, driver, handle, path).await {
             Ok(m) => Ok(Done::Value(
                 (),
                 Some(format!(
@@ -193,9 +193,7 @@ pub async fn reconstruct(s: &mut Session, host: &Host, v: &Volume) -> Result<(),
         } else {
             let dir = host.layout().pod_volume_dir(&v.pod_uid, &v.spec_name)?;
             let name = unique_volume_name(&v.driver, &v.handle);
-            serde_json::json!(
-                reconstruct::construct_volume_spec(host, &name, &dir.to_string_lossy())?.spec
-            )
+            serde_json::json!(reconstruct::construct_volume_spec(host, &name, &dir)?.spec)
         };
         let pv = &rebuilt["persistentVolume"];
         let got = (
@@ -230,7 +228,7 @@ fn reconstruct_block(
     spec_name: &str,
     map: &Path,
 ) -> Result<serde_json::Value, Error> {
-    kcsi::reconstruct::construct_block_volume_spec(host, pod_uid, spec_name, &map.to_string_lossy())
+    kcsi::reconstruct::construct_block_volume_spec(host, pod_uid, spec_name, map)
         .map(|spec| serde_json::json!(spec))
 }
 

@@ -2,6 +2,7 @@
 //! and, on a controller host, the attach/detach controller's (Attach, Detach, VolumesAreAttached).
 
 use std::ffi::c_char;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,7 +108,7 @@ pub extern "C" fn kcsi_attacher_mount_device(
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let path = str_arg(device_mount_path, "device_mount_path")?;
         let args: MountDeviceArgs = opt_json_arg(args_json, "args_json")?;
-        runtime::block_on(attacher::mount_device(&host, &spec, path, &args))?
+        runtime::block_on(attacher::mount_device(&host, &spec, Path::new(path), &args))?
     })
 }
 
@@ -128,7 +129,7 @@ pub extern "C" fn kcsi_attacher_unmount_device(
         let (host, _) = child_arg(a)?;
         host.node_only(export)?;
         let path = str_arg(device_mount_path, "device_mount_path")?;
-        runtime::block_on(attacher::unmount_device(&host, path))?
+        runtime::block_on(attacher::unmount_device(&host, Path::new(path)))?
     })
 }
 

@@ -2,6 +2,7 @@
 //! block spec reconstruction.
 
 use std::ffi::c_char;
+use std::path::Path;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -186,7 +187,11 @@ pub extern "C" fn kcsi_block_unmapper_tear_down_device(
         let (host, unmapper) = child_arg(u)?;
         let map_path = opt_str_arg(global_map_path, "global_map_path")?.unwrap_or("");
         let device = opt_str_arg(device_path, "device_path")?.unwrap_or("");
-        runtime::block_on(unmapper.value.tear_down_device(&host, map_path, device))?
+        runtime::block_on(
+            unmapper
+                .value
+                .tear_down_device(&host, Path::new(map_path), device),
+        )?
     })
 }
 

@@ -2,6 +2,7 @@
 //! restart.
 
 use std::ffi::c_char;
+use std::path::Path;
 
 use super::boundary::{guard, out_arg, str_arg, write_json_sorted};
 use super::error::kcsi_error;
@@ -31,7 +32,7 @@ pub extern "C" fn kcsi_construct_volume_spec(
         let volume_name = str_arg(volume_name, "volume_name")?;
         let mount_path = str_arg(mount_path, "mount_path")?;
         out_arg(reconstructed_json_out, "reconstructed_json_out")?;
-        let value = reconstruct::construct_volume_spec(&host, volume_name, mount_path)?;
+        let value = reconstruct::construct_volume_spec(&host, volume_name, Path::new(mount_path))?;
         write_json_sorted(reconstructed_json_out, &value, "the reconstructed spec")
     })
 }
@@ -56,7 +57,8 @@ pub extern "C" fn kcsi_construct_block_volume_spec(
         let spec_name = str_arg(spec_name, "spec_name")?;
         let map_path = str_arg(map_path, "map_path")?;
         out_arg(spec_json_out, "spec_json_out")?;
-        let spec = block::construct_block_volume_spec(&host, pod_uid, spec_name, map_path)?;
+        let spec =
+            block::construct_block_volume_spec(&host, pod_uid, spec_name, Path::new(map_path))?;
         write_json_sorted(spec_json_out, &spec, "the reconstructed spec")
     })
 }

@@ -100,13 +100,12 @@ pub fn device_mount_path(host: &Host, spec: &VolumeSpec) -> Result<PathBuf> {
 
 /// Refuses a device mount path that is not a clean absolute path under the plugin directory:
 /// MountDevice creates it and may remove it and its parent again.
-fn check_device_mount_path(host: &Host, what: &str, path: &str) -> Result<PathBuf> {
-    if path.is_empty() {
+fn check_device_mount_path(host: &Host, what: &str, p: &Path) -> Result<PathBuf> {
+    if p.as_os_str().is_empty() {
         return Err(Error::invalid(csi_log!(
             "{what} failed, deviceMountPath is empty"
         )));
     }
-    let p = Path::new(path);
     let plugin_dir = host.layout().plugin_dir();
     let clean = p
         .components()
@@ -118,7 +117,7 @@ fn check_device_mount_path(host: &Host, what: &str, path: &str) -> Result<PathBu
     {
         return Err(Error::invalid(csi_log!(
             "{what} failed, deviceMountPath {} is not a clean absolute path below {}",
-            quote(path),
+            quote(&p.to_string_lossy()),
             plugin_dir.display()
         )));
     }
@@ -147,7 +146,7 @@ fn selinux_mount_option(host: &Host, driver: &str, label: Option<&str>) -> Resul
 pub async fn mount_device(
     host: &Host,
     spec: &VolumeSpec,
-    device_mount_path: &str,
+    device_mount_path: &Path,
     args: &MountDeviceArgs,
 ) -> Result<()> {
     let dmp = check_device_mount_path(host, "attacher.MountDevice", device_mount_path)?;
@@ -276,7 +275,7 @@ fn cleanup_global_mount(files: &OpenFiles, dmp: &Path) {
 /// still removes what an interrupted MountDevice or UnmountDevice left (a dir of temp files
 /// only), so the operation can be retried to the end. A global mount dir without the file is
 /// left for `kcsi_list_device_mounts` and UnmountDevice by handle.
-pub async fn unmount_device(host: &Host, device_mount_path: &str) -> Result<()> {
+pub async fn unmount_device(host: &Host, device_mount_path: &Path) -> Result<()> {
     let dmp = check_device_mount_path(host, "attacher.UnmountDevice", device_mount_path)?;
     let data_dir = dmp.parent().unwrap_or(&dmp);
     let _volume = host.volume_locks().lock(data_dir).await;
@@ -382,7 +381,7 @@ pub async fn unmount_device_by_handle(
         });
         if let Some(spec_name) = block.and_then(|s| s.spec_name) {
             let unmapper = BlockUnmapper::new(host, &spec_name, "")?;
-            return unmapper.tear_down_device(host, "", "").await;
+            return unmapper.tear_down_device(host, Path::new(""), "").await;
         }
     }
     let _volume = host.volume_locks().lock(data_dir).await;

@@ -154,13 +154,7 @@ impl BlockMapper {
         let path = self.paths.metrics_path.as_ref().ok_or_else(|| {
             Error::invalid("this block mapper was made without a pod UID: it has no metrics path")
         })?;
-        metrics::volume_stats(
-            host,
-            &self.driver_name,
-            &self.volume_handle,
-            &path.to_string_lossy(),
-        )
-        .await
+        metrics::volume_stats(host, &self.driver_name, &self.volume_handle, path).await
     }
 
     fn source(&self) -> Result<&CSIPersistentVolumeSource> {
@@ -406,10 +400,13 @@ impl BlockUnmapper {
     /// `TearDownDevice`: NodeUnstageVolume when the staging path exists, then removal of the
     /// volume's leftover files (errors there are only logged, as upstream).
     /// `map_path` and `device` are only logged, as upstream only logs them.
-    pub async fn tear_down_device(&self, host: &Host, map_path: &str, device: &str) -> Result<()> {
+    pub async fn tear_down_device(&self, host: &Host, map_path: &Path, device: &str) -> Result<()> {
         tracing::debug!(
             "{}",
-            csi_log!("blockMapper.TearDownDevice [mapPath={map_path}, devicePath={device}]")
+            csi_log!(
+                "blockMapper.TearDownDevice [mapPath={}, devicePath={device}]",
+                map_path.display()
+            )
         );
         let _volume = host.volume_locks().lock(&self.paths.volume_dir).await;
         let files = host.files().open()?;
@@ -478,13 +475,20 @@ pub fn construct_block_volume_spec(
     host: &Host,
     pod_uid: &str,
     spec_name: &str,
-    map_path: &str,
+    map_path: &Path,
 ) -> Result<RebuiltSpec> {
-    tracing::debug!("{}", csi_log!("plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={map_path}]"));
+    tracing::debug!(
+        "{}",
+        csi_log!(
+            "plugin.ConstructBlockVolumeSpec [podUID={pod_uid}, specVolName={spec_name}, path={}]",
+            map_path.display()
+        )
+    );
     let data_dir = host.layout().block_data_dir(spec_name)?;
     let data = host.files().open()?.load(&data_dir).map_err(|e| {
         e.context(csi_log!(
-            "plugin.ConstructBlockVolumeSpec failed loading volume data using [{map_path}]"
+            "plugin.ConstructBlockVolumeSpec failed loading volume data using [{}]",
+            map_path.display()
         ))
     })?;
     let field = |k: &str| data.get(k).cloned().unwrap_or_default();

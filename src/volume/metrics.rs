@@ -1,6 +1,8 @@
 //! Volume metrics (upstream `metricsCsi.GetMetrics`): `NodeGetVolumeStats` on a published
 //! volume's path, mapped to the kubelet's `Metrics` fields.
 
+use std::path::Path;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -35,7 +37,7 @@ pub async fn volume_stats(
     host: &Host,
     driver: &str,
     volume_handle: &str,
-    path: &str,
+    path: &Path,
 ) -> Result<VolumeMetrics> {
     let op = Operation::start(
         host,
@@ -53,7 +55,7 @@ pub async fn volume_stats(
     let time = Time(Timestamp::now());
     let resp = op
         .client()
-        .node_get_volume_stats(volume_handle, path, op.deadline)
+        .node_get_volume_stats(volume_handle, &path.to_string_lossy(), op.deadline)
         .await?;
     let with_condition = host.config().gate("CSIVolumeHealth") && caps.volume_condition;
     from_response(time, resp, with_condition, volume_handle)

@@ -407,13 +407,7 @@ impl Mounter {
 
     /// NodeGetVolumeStats on the mount path.
     pub async fn metrics(&self, host: &Host) -> Result<VolumeMetrics> {
-        metrics::volume_stats(
-            host,
-            &self.driver,
-            &self.volume_handle,
-            &self.path.to_string_lossy(),
-        )
-        .await
+        metrics::volume_stats(host, &self.driver, &self.volume_handle, &self.path).await
     }
 }
 

@@ -39,15 +39,10 @@ pub struct Reconstructed {
 }
 
 /// `{"spec": <spec as kcsi takes it>, "seLinuxMountContext": "<label>"}` for the volume whose
-/// per-volume dir (`.../kubernetes.io~csi/<spec>`) is `mount_path`. The spec carries only what
+/// per-volume dir (`.../kubernetes.io~csi/<spec>`) is `dir`. The spec carries only what
 /// the file records: driver, handle (PV) and name; the SELinux context only with the gate
 /// `SELinuxMountReadWriteOncePod` on, else "".
-pub fn construct_volume_spec(
-    host: &Host,
-    volume_name: &str,
-    mount_path: &str,
-) -> Result<Reconstructed> {
-    let dir = Path::new(mount_path);
+pub fn construct_volume_spec(host: &Host, volume_name: &str, dir: &Path) -> Result<Reconstructed> {
     check_pod_volume_dir(host, dir)?;
     let load = || -> Result<Reconstructed> {
         let data = host.files().open()?.load(dir)?;
@@ -104,7 +99,8 @@ pub fn construct_volume_spec(
     };
     load().map_err(|e| {
         e.context(csi_log!(
-            "plugin.ConstructVolumeSpec failed loading volume data using [{mount_path}] for volume {volume_name:?}"
+            "plugin.ConstructVolumeSpec failed loading volume data using [{}] for volume {volume_name:?}",
+            dir.display()
         ))
     })
 }

@@ -175,7 +175,7 @@ impl Plugin {
             let dir = e.data.dir();
             // The reconstructed spec must name this very volume; one that does not (or
             // cannot be rebuilt) is shown with why, and still counts as mounted.
-            let rebuilt = construct_volume_spec(&self.host, &volume_name, &dir.to_string_lossy());
+            let rebuilt = construct_volume_spec(&self.host, &volume_name, dir);
             let error = match rebuilt {
                 Ok(r) => {
                     let r = json!(r);
