@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
-# Python suite: the kcsi ctypes package (bindings/python) used through libkcsi.so exactly as a
-# host would, against real CSI driver processes. Extra arguments go to pytest.
+# Python suite: the kcsi package (bindings/python) pip-installed from this checkout into a venv
+# (target/python-venv), used through libkcsi.so exactly as a host would, against real CSI driver
+# processes, a real kube-apiserver and the real external-attacher. Extra arguments go to pytest.
+# KCSI_REQUIRE_ROOT=1 (the default here): a test that cannot run (not root) fails, not skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The release library the package loads (target/release/libkcsi.so unless KCSI_LIB is set).
-if [ -z "${KCSI_LIB:-}" ] && [ ! -e target/release/libkcsi.so ]; then
+# The release library the package loads and the `kcsi` command the attach test creates its
+# volume with (target/release unless KCSI_LIB names another library).
+if { [ -z "${KCSI_LIB:-}" ] && [ ! -e target/release/libkcsi.so ]; } || [ ! -x target/release/kcsi ]; then
   make --no-print-directory build
 fi
-# The peers the tests start (the real hostpathplugin and node-driver-registrar) must be built
-# (`make peers`; scripts/test.sh does it).
-for peer in hostpath registrar; do scripts/peers/path.sh "$peer" >/dev/null || exit 1; done
-# pytest when missing: pip where the Python allows it, else (a Debian system Python refuses
-# pip, PEP 668) Debian's own package.
-if ! python3 -c 'import pytest' 2>/dev/null; then
-  python3 -m pip install --quiet pytest 2>/dev/null ||
-    { command -v apt-get >/dev/null && echo "--- installing pytest (apt-get python3-pytest)" &&
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >/dev/null; } ||
-    { echo "pytest is missing and neither pip nor apt-get could install it" >&2; exit 1; }
+export KCSI_LIB=${KCSI_LIB:-$PWD/target/release/libkcsi.so}
+# The peers the tests start must be built (`make peers`; scripts/test.sh does it).
+for peer in hostpath registrar etcd apiserver attacher; do scripts/peers/path.sh "$peer" >/dev/null || exit 1; done
+
+# The package as a user installs it. The venv sees the system's site-packages, so a pytest
+# installed there is used; Debian's own Python has venv only with its python3-venv package.
+VENV=target/python-venv
+if [ ! -x "$VENV/bin/python" ]; then
+  if ! python3 -m venv --system-site-packages "$VENV" 2>/dev/null; then
+    rm -rf "$VENV"
+    echo "--- installing python3-venv (apt-get) for python3 -m venv"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv --system-site-packages "$VENV"
+  fi
 fi
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./bindings/python
+"$VENV/bin/python" -c 'import pytest' 2>/dev/null ||
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest
 
 # The ctypes signatures must be the ones generated from the committed header.
 python3 bindings/python/gen_signatures.py --check
-exec python3 -m pytest -q -p no:cacheprovider tests/python "$@"
+export KCSI_REQUIRE_ROOT=${KCSI_REQUIRE_ROOT:-1}
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/python "$@"

@@ -8,7 +8,9 @@ map to a ctypes type here, or generation fails: nothing is ever left on a defaul
 It also writes kcsi/_methods.py: one explicit method per function on the class of the handle
 it takes first, with type hints and defaults, so help() and editors show real signatures. A
 parameter is named as in C, without the `_json` suffix where it takes a dict (the old name
-still works as a keyword).
+still works as a keyword); a constructor `kcsi_<x>_new` is `Host.<x>` (`mounter_new` stays as
+an alias). Its docstring is the header's doc in Python terms (None, return values, exception
+classes, method names); a C-only phrase no rule here rewrites stops generation.
 
 Usage: gen_signatures.py [--header include/kcsi.h] [--output .../_signatures.py] [--check]
   --check: exit 1 (and say so) when the committed file differs from what would be generated.
@@ -18,6 +20,7 @@ import os
 import pprint
 import re
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -233,7 +236,7 @@ OUT_TYPES = {"bool *": "bool", "int64_t *": "int", "int32_t *": "int", "const ui
 
 def method_plan(name, ps):
     """(class, method name, [(C name, C type)] of the inputs, [(C name, C type)] of the outputs)
-    of a function, or None when it takes no handle."""
+    of a function, or None when it takes no handle. A host's `<x>_new` is the method `<x>`."""
     if not ps or not ps[0][0].endswith(" *") or not ps[0][0].startswith("kcsi_") or name.endswith("_free"):
         return None
     own = ps[0][0][: -2]
@@ -242,6 +245,8 @@ def method_plan(name, ps):
     method = name[len(own) + 1:] if name.startswith(own + "_") else name[len("kcsi_"):]
     if own != "kcsi_host" and not name.startswith(own + "_"):
         return None
+    if own == "kcsi_host" and method.endswith("_new"):
+        method = method[: -len("_new")]
     names = [n for _, n in ps]
     inputs, outputs = [], []
     for t, n in ps[1:]:
@@ -252,6 +257,13 @@ def method_plan(name, ps):
             continue
         inputs.append((n, "array" if f"{n}_len" in names else t))
     return handle_class(ps[0][0]), method, inputs, outputs
+
+
+def c_alias(name, cls, method):
+    """The C-derived method name kept as an alias (`mounter_new`), or None."""
+    if cls == "Host" and name.endswith("_new"):
+        return name[len("kcsi_"):]
+    return None
 
 
 def py_name(c_name):
@@ -269,7 +281,21 @@ def in_type(c_name, ctype):
     raise SystemExit(f"gen_signatures: no Python type for parameter {c_name} ({ctype})")
 
 
-def out_type(c_name, ctype):
+# JSON results with a declared shape (kcsi/_types.py); other JSON results are `Any`.
+RESULT_TYPES = {
+    "kcsi_host_status": "HostStatus",
+    "kcsi_list_drivers": "List[DriverInfo]",
+    "kcsi_list_device_mounts": "List[DeviceMount]",
+    "kcsi_block_mapper_paths": "BlockMapperPaths",
+    "kcsi_mounter_metrics": "VolumeMetrics",
+    "kcsi_block_mapper_metrics": "VolumeMetrics",
+    "kcsi_attacher_volumes_are_attached": "List[bool]",
+}
+
+
+def out_type(fname, c_name, ctype):
+    if ctype == "char **" and fname in RESULT_TYPES:
+        return RESULT_TYPES[fname]
     if ctype == "char **":
         return "Any" if c_name == "json_out" or c_name.endswith("_json_out") else "str"
     if ctype.startswith("kcsi_") and ctype.endswith(" **"):
@@ -279,7 +305,7 @@ def out_type(c_name, ctype):
     raise SystemExit(f"gen_signatures: no Python type for output {c_name} ({ctype})")
 
 
-def signature(inputs, outputs, nullable):
+def signature(fname, inputs, outputs, nullable):
     """The method's parameter list and return annotation. A parameter gets a default (None when
     the header marks it Nullable, else from DEFAULTS) when every later one has one too."""
     sig = []
@@ -291,29 +317,91 @@ def signature(inputs, outputs, nullable):
         if n in nullable:
             hint = f"Optional[{hint}]"
         sig.append(f"{py_name(n)}: {hint} = {default}" if defaults else f"{py_name(n)}: {hint}")
-    outs = [out_type(n, t) for n, t in outputs]
+    outs = [out_type(fname, n, t) for n, t in outputs]
     ret = "None" if not outs else outs[0] if len(outs) == 1 else f"Tuple[{', '.join(outs)}]"
     return ", ".join(["self"] + list(reversed(sig))), ret
 
 
-METHODS_PRELUDE = '''"""Explicit methods of the handle classes, GENERATED from include/kcsi.h by
-bindings/python/gen_signatures.py. Do not edit. Each method calls the C function of the same
-name with the conventions of kcsi.call (JSON parameters take dicts, outputs are returned).
-"""
+METHODS_PRELUDE = """\"""Explicit methods of the handle classes, GENERATED from include/kcsi.h by
+bindings/python/gen_signatures.py. Do not edit. Each method calls the C function its docstring
+names with the conventions of kcsi.call (JSON parameters take dicts, outputs are returned).
+\"""
 # fmt: off
 {typing}
-from ._types import Json, Text, old_names
-'''
+from ._types import {types}
+"""
+
+# The header's doc in Python terms, rule by rule (pattern, replacement) in this order: the
+# Python package copies and frees every string and closes handles itself, returns what C
+# writes to an out-parameter, passes None for NULL, takes lists for arrays and dicts for JSON.
+DOC_RULES = [
+    (r" ?Caller frees (?:`\*\w+`|the string) with `kcsi_string_free`\.", ""),
+    (r" \((?:caller frees it|freed) with `kcsi_string_free`\)", ""),
+    (r", freed with `kcsi_string_free`", ""),
+    (r"On success `\*out` receives an? (?:\w+ )*?the caller (?:owns and )?frees with `kcsi_\w+_free`"
+     r"(?:; on error it is unchanged)?\.", "{returns_handle}"),
+    (r"`\*out` points to it until `kcsi_host_free`; read it with an atomic 64-bit load \(acquire\)\.",
+     "Returns a ctypes pointer to it, valid until the host is closed (`.contents.value` reads it)."),
+    (r"writes (.+?) to `\*\w+_out`", r"returns \1"),
+    (r"is written to `\*\w+_out`", "is returned"),
+    (r"written to `\*\w+_out`", "returned"),
+    (r"On success `\*\w+_out` is true\.", "Returns True on success."),
+    (r"before `\*out` is set to true", "before True is returned"),
+    (r"`\*\w+_out` receives", "returns"),
+    (r"`\*\w+_out` a ", "returns a "),
+    (r" ?Nullable: [\w, ]+\.", ""),
+    (r" \(NULL = none\)", " (optional)"),
+    (r"\bNULL\b|\bnull\b", "None"),
+    (r"is `KCSI_OK`", "succeeds"),
+    (r"for host `h`", "for this host"),
+    (r"an array of `\w+_len` strings", "a list of strings"),
+    (r"a JSON array", "a list"),
+    (r" as JSON in ", " in "),
+    (r" as JSON\b", " as a dict"),
+]
+# What must not be left of C in a docstring once the rules ran.
+C_ONLY = re.compile(r"_out`|kcsi_string_free|_free`|\bNULL\b|KCSI_OK|KCSI_ERR_|_len`|\b\w+_json\b|`h`")
+
+
+def py_doc(fname, doc, json_params, returns_handle, py_names):
+    """`doc` (a header function's) in Python terms; stops generation at a C-only phrase left.
+    `json_params`: the header's `X_json` parameter names, which are `X` in Python."""
+    text = doc
+    for pattern, repl in DOC_RULES:
+        text = re.sub(pattern, repl.replace("{returns_handle}", returns_handle or ""), text)
+    for n in json_params:
+        text = re.sub(rf"\b{n}\b", py_name(n), text)
+    text = re.sub(r"`KCSI_ERR_(\w+)`", lambda m: f"`kcsi.{error_class(m.group(1))}`", text)
+    text = re.sub(r"`(kcsi_\w+)(`|\()", lambda m: f"`{py_names.get(m.group(1), m.group(1))}{m.group(2)}", text)
+    text = re.sub(r"(^|[.:] )returns\b", r"\1Returns", text)
+    text = re.sub(r"  +", " ", text).strip()
+    left = C_ONLY.search(text) or next((m for m in re.finditer(r"`(kcsi_\w+)", text) if m.group(1) in py_names), None)
+    if left or not text:
+        raise SystemExit(f"gen_signatures: the doc of {fname} keeps the C-only {left.group(0) if left else 'nothing'!r} "
+                         f"in Python terms (add a rule to DOC_RULES): {text!r}")
+    if '"""' in text or "\\" in text:
+        raise SystemExit(f"gen_signatures: the doc of {fname} cannot be a plain docstring: {text!r}")
+    wrapped = textwrap.fill(text, width=96, initial_indent="        ", subsequent_indent="        ",
+                            break_long_words=False, break_on_hyphens=False).strip()
+    return f"{wrapped}\n\n        C function: {fname}."
+
+
+def error_class(result):
+    """`NOT_FOUND` -> `NotFound`, as kcsi/__init__.py names the exception of KCSI_ERR_NOT_FOUND."""
+    return "".join(p.capitalize() for p in result.split("_"))
 
 
 def generate_methods(header_path):
     with open(header_path, encoding="utf-8") as f:
         h = Header(f.read())
     classes = {}
+    py_names = {}
+    json_params = sorted({n for _r, ps, _d in h.functions.values() for _t, n in ps if n.endswith("_json")})
     for name, (_ret, ps, doc) in h.functions.items():
         plan = method_plan(name, ps)
         if plan:
             cls, method, inputs, outputs = plan
+            py_names[name] = f"{cls}.{method}"
             classes.setdefault(cls, []).append((name, method, inputs, outputs, doc, nullable_params(doc)))
     out = []
     w = out.append
@@ -323,19 +411,27 @@ def generate_methods(header_path):
         w(f"class _{cls}Methods:")
         w("    __slots__ = ()")
         for name, method, inputs, outputs, doc, nullable in methods:
-            params, ret = signature(inputs, outputs, nullable)
+            params, ret = signature(name, inputs, outputs, nullable)
+            handle = ret.strip("'") if ret.startswith("'") else None
+            returns_handle = handle and (f"Returns {'an' if handle[0] in 'AEIOU' else 'a'} `{handle}` "
+                                         "(close it, or use it in a `with` block).")
             renamed = ", ".join(f"{n}={py_name(n)!r}" for n, _ in inputs if py_name(n) != n)
             w("")
             if renamed:
                 w(f"    @old_names({renamed})")
             w(f"    def {method}({params}) -> {ret}:")
-            w(f"        {(name + ': ' + doc)!r}")
+            w(f'        """{py_doc(name, doc, json_params, returns_handle, py_names)}"""')
             args = ", ".join(py_name(n) for n, _ in inputs) + ("," if len(inputs) == 1 else "")
             w(f"        return self._invoke({name!r}, ({args}))")
+            alias = c_alias(name, cls, method)
+            if alias:
+                w(f"    {alias} = {method}")
     body = "\n".join(out) + "\n"
-    used = [n for n in ("Any", "Optional", "Sequence", "Tuple") if re.search(rf"\b{n}\b", body)]
+    used = [n for n in ("Any", "List", "Optional", "Sequence", "Tuple") if re.search(rf"\b{n}\b", body)]
     typing = f"from typing import {', '.join(used)}\n" if used else ""
-    return METHODS_PRELUDE.format(typing=typing).rstrip("\n") + "\n" + body
+    types = sorted({"Json", "Text", "old_names"} | {t for t in re.findall(r"-> (?:List\[)?(\w+)", body)
+                                                   if t not in ("None", "str", "int", "bool", "Any", "List", "Tuple")})
+    return METHODS_PRELUDE.format(typing=typing, types=", ".join(types)).rstrip("\n") + "\n" + body
 
 
 def main():

@@ -126,13 +126,13 @@ def main(work, hostpath_bin, registrar_bin, kcsi_bin):
            "metadata": {"name": "demo-pod", "namespace": "default", "uid": POD_UID},
            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
 
-    attacher = host.attacher_new()
+    attacher = host.attacher()
     staging = attacher.device_mount_path(spec)
     _, took = timed(lambda: attacher.mount_device(spec, staging, None))
     step("stage: kcsi_attacher_mount_device", [
         f"NodeStageVolume -> {staging} ({took * 1000:.1f} ms)"], t0)
 
-    mounter = host.mounter_new(spec, pod)
+    mounter = host.mounter(spec, pod)
     target = mounter.path()
     _, took = timed(lambda: mounter.set_up(None))
     step("publish: kcsi_mounter_set_up", [
@@ -156,7 +156,7 @@ def main(work, hostpath_bin, registrar_bin, kcsi_bin):
         f"({took * 1000:.1f} ms)"], t0)
     mounter.close()
 
-    unmounter = host.unmounter_new("demo-pv", POD_UID)
+    unmounter = host.unmounter("demo-pv", POD_UID)
     _, took = timed(unmounter.tear_down)
     unmounter.close()
     step("unpublish: kcsi_unmounter_tear_down", [

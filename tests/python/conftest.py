@@ -1,24 +1,81 @@
-"""Fixtures for kcsi's Python tests: the kcsi package over libkcsi.so, the real
+"""Fixtures for kcsi's Python tests: the installed kcsi package over libkcsi.so, the real
 csi-driver-host-path (hostpathplugin) as driver process in short /tmp dirs, and the one allowed
-fake, `silent_socket`. Teardown never leaves a process, socket dir or mount behind."""
+fake, `silent_socket`. Teardown never leaves a process, socket dir or mount behind.
+
+A test that cannot run here (not root) is skipped, unless KCSI_REQUIRE_ROOT=1 (set by
+scripts/test-python.sh, so by `make test`): then it fails, naming what is missing."""
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
+import typing
 
 import pytest
 
+import kcsi
+from kube import ApiServer
+from mountinfo import mount_points, mounts_below
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-
-import kcsi  # noqa: E402
-
 HOSTPATH_DRIVER = "hostpath.csi.k8s.io"
+REQUIRE_ALL = os.environ.get("KCSI_REQUIRE_ROOT") == "1"
+
+
+def unavailable(what):
+    """A test that cannot run here: skipped, or failed where KCSI_REQUIRE_ROOT=1."""
+    if REQUIRE_ALL:
+        pytest.fail(f"{what}, and KCSI_REQUIRE_ROOT=1 requires every test to run", pytrace=False)
+    pytest.skip(what)
+
+
+@pytest.fixture
+def needs_root():
+    """For a test that mounts: root, or it cannot run."""
+    if os.geteuid() != 0:
+        unavailable(f"needs root to mount (running as uid {os.geteuid()})")
+
+
+def shape_mismatch(value, typ, where="result"):
+    """Where `value` is not of the type `typ` (a TypedDict, List, Dict, Optional, Literal or a
+    class), or None: checks that a result's declared TypedDict is what kcsi really returns."""
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if typing.is_typeddict(typ):
+        if not isinstance(value, dict):
+            return f"{where}: {value!r} is not a dict ({typ.__name__})"
+        hints = typing.get_type_hints(typ)
+        if not typ.__required_keys__ <= set(value) <= set(hints):
+            return (f"{where}: keys {sorted(value)}, but {typ.__name__} requires "
+                    f"{sorted(typ.__required_keys__)} and allows {sorted(hints)}")
+        return next(filter(None, (shape_mismatch(v, hints[k], f"{where}[{k!r}]") for k, v in value.items())), None)
+    if origin is typing.Union:
+        wrong = [shape_mismatch(value, a, where) for a in args]
+        return None if None in wrong else " / ".join(wrong)
+    if origin is typing.Literal:
+        return None if value in args else f"{where}: {value!r} is not one of {args}"
+    if origin is list:
+        if not isinstance(value, list):
+            return f"{where}: {value!r} is not a list"
+        return next(filter(None, (shape_mismatch(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))), None)
+    if origin is dict:
+        if not isinstance(value, dict):
+            return f"{where}: {value!r} is not a dict"
+        return next(filter(None, (shape_mismatch(k, args[0], f"{where} key") or shape_mismatch(v, args[1], f"{where}[{k!r}]")
+                                  for k, v in value.items())), None)
+    if typ is type(None):
+        return None if value is None else f"{where}: {value!r} is not None"
+    if isinstance(value, bool) and typ is not bool:
+        return f"{where}: {value!r} is a bool, not {typ.__name__}"
+    return None if isinstance(value, typ) else f"{where}: {value!r} is not {typ.__name__}"
+
+
+def assert_shape(value, typ):
+    wrong = shape_mismatch(value, typ)
+    assert wrong is None, wrong
 
 
 def peer_binary(name):
@@ -36,13 +93,7 @@ def short_tempdir(prefix):
 
 def unmount_below(path):
     """Lazily unmounts everything at or below `path`, deepest first."""
-    try:
-        with open("/proc/self/mountinfo") as f:
-            targets = [line.split(" ")[4] for line in f]
-    except OSError:
-        return
-    targets = [t for t in targets if t == path or t.startswith(path.rstrip("/") + "/")]
-    for t in sorted(targets, key=len, reverse=True):
+    for t in sorted(set(mounts_below(path)), key=len, reverse=True):
         subprocess.run(["umount", "-l", t], capture_output=True)
 
 
@@ -82,6 +133,29 @@ class DriverProcess:
                 return f.read()
         except OSError:
             return ""
+
+    def calls(self, method):
+        """The driver's own record of its `method` calls, oldest first: the `gRPCCall: {"Method",
+        "Request", "Response", "Error"}` lines hostpathplugin logs at -v=5 (messages as Go's
+        encoding/json renders them, proto field names). An unreadable log or a record that does
+        not parse fails."""
+        calls = []
+        with open(self.log_path) as f:
+            lines = f.read().splitlines()
+        for line in lines:
+            if "gRPCCall: " not in line:
+                continue
+            text = line.split("gRPCCall: ", 1)[1]
+            try:
+                call = json.loads(text)
+            except ValueError as e:
+                raise AssertionError(f"{self.log_path}: unparsable gRPCCall record ({e}): {text!r}") from None
+            if call["Method"].endswith("/" + method):
+                calls.append(call)
+        return calls
+
+    def requests(self, method):
+        return [c["Request"] for c in self.calls(method)]
 
     def start(self):
         log = open(self.log_path, "ab")
@@ -148,6 +222,39 @@ def hostpath_driver():
     yield start
     for d in started:
         d.stop()
+
+
+@pytest.fixture(scope="session")
+def apiserver():
+    """A real kube-apiserver on etcd, one for the session (tests use their own node names)."""
+    for peer in ("etcd", "kube-apiserver"):
+        peer_binary(peer)
+    api = ApiServer(REPO, short_tempdir("kcsi-pa"))
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def peer_process():
+    """Factory: peer_process(peer, args, log) runs a real peer program (scripts/peers/path.sh
+    names it) with its output in `log`; stopped at teardown."""
+    started = []
+
+    def start(peer, args, log):
+        with open(log, "ab") as out:
+            p = subprocess.Popen([peer_binary(peer)] + list(args), stdin=subprocess.DEVNULL,
+                                 stdout=out, stderr=out, start_new_session=True)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 @pytest.fixture
@@ -284,8 +391,7 @@ def _children():
 
 
 def _our_mounts():
-    with open("/proc/self/mountinfo") as f:
-        return [line.split(" ")[4] for line in f if line.split(" ")[4].startswith("/tmp/kcsi-p")]
+    return [p for p in mount_points() if p.startswith("/tmp/kcsi-p")]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -310,10 +310,10 @@ def test_register_rejects_relative_and_overlong_endpoints(host):
 @pytest.mark.parametrize("name", ["..", ".", "", "a\tb"])
 def test_unsafe_spec_names_are_invalid_argument(host, name):
     calls = {
-        "mounter_new": lambda: host.mounter_new(pv_spec(HOSTPATH_DRIVER, name=name), pod()),
-        "unmounter_new": lambda: host.unmounter_new(name, POD_UID),
-        "block_mapper_new": lambda: host.block_mapper_new(pv_spec(HOSTPATH_DRIVER, name=name), pod()),
-        "block_unmapper_new": lambda: host.block_unmapper_new(name, POD_UID),
+        "mounter": lambda: host.mounter(pv_spec(HOSTPATH_DRIVER, name=name), pod()),
+        "unmounter": lambda: host.unmounter(name, POD_UID),
+        "block_mapper": lambda: host.block_mapper(pv_spec(HOSTPATH_DRIVER, name=name), pod()),
+        "block_unmapper": lambda: host.block_unmapper(name, POD_UID),
         "construct_block_volume_spec": lambda: host.construct_block_volume_spec(POD_UID, name, "/x"),
     }
     for what, f in calls.items():
@@ -324,7 +324,7 @@ def test_unsafe_spec_names_are_invalid_argument(host, name):
 
 def test_spec_name_with_slash_is_escaped_inside_the_pod_dir(host):
     # As upstream (EscapeQualifiedName): "/" becomes "~", so no name leaves the pod's dir.
-    with host.mounter_new(pv_spec(HOSTPATH_DRIVER, name="../../../../tmp/x"), pod()) as m:
+    with host.mounter(pv_spec(HOSTPATH_DRIVER, name="../../../../tmp/x"), pod()) as m:
         path = m.path()
     assert path.startswith(os.path.join(host.root, "pods", ""))
     assert os.path.basename(os.path.dirname(path)) == "..~..~..~..~tmp~x"
@@ -333,6 +333,6 @@ def test_spec_name_with_slash_is_escaped_inside_the_pod_dir(host):
 @pytest.mark.parametrize("uid", ["..", "../../etc", "", "a/b"])
 def test_unsafe_pod_uids_are_invalid_argument(host, uid):
     with pytest.raises(kcsi.InvalidArgument):
-        host.mounter_new(pv_spec(HOSTPATH_DRIVER), pod(uid=uid))
+        host.mounter(pv_spec(HOSTPATH_DRIVER), pod(uid=uid))
     with pytest.raises(kcsi.InvalidArgument):
-        host.unmounter_new("pv-1", uid)
+        host.unmounter("pv-1", uid)

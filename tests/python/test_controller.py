@@ -1,7 +1,6 @@
 """The attach/detach controller's calls through the Python binding: refused on a node host (as
 upstream's kubelet refuses them), and bad input named on a controller host whose API server
-these calls never reach. Attaching for real is proven in tests/volume_attacher_controller.rs
-against the real external-attacher."""
+these calls never reach. A real attach and detach is test_attach.py's."""
 import os
 
 import pytest
@@ -39,7 +38,7 @@ def test_controller_role_needs_a_kubeconfig_and_no_node():
 
 
 def test_attach_on_a_node_host_is_not_supported(host):
-    with host.attacher_new() as a:
+    with host.attacher() as a:
         with pytest.raises(kcsi.NotSupported, match="attaching volumes from the kubelet is not supported"):
             a.attach(pv_spec(HOSTPATH_DRIVER), "node-1", 100)
         with pytest.raises(kcsi.NotSupported, match="kcsi_attacher_detach"):
@@ -53,8 +52,8 @@ def test_node_calls_on_a_controller_host_are_not_supported_naming_the_call(contr
     with pytest.raises(kcsi.NotSupported, match="kcsi_register_plugin"):
         controller.register_plugin(HOSTPATH_DRIVER, "/tmp/none.sock", ["1.0.0"], 100)
     with pytest.raises(kcsi.NotSupported, match="kcsi_mounter_new"):
-        controller.mounter_new(pv_spec(HOSTPATH_DRIVER), {"metadata": {"uid": "u1"}})
-    with controller.attacher_new() as a:
+        controller.mounter(pv_spec(HOSTPATH_DRIVER), {"metadata": {"uid": "u1"}})
+    with controller.attacher() as a:
         with pytest.raises(kcsi.NotSupported, match="kcsi_attacher_wait_for_attach"):
             a.wait_for_attach(pv_spec(HOSTPATH_DRIVER), 100)
 
@@ -72,11 +71,11 @@ def test_node_calls_on_a_controller_host_are_not_supported_naming_the_call(contr
 ], ids=["attach-empty-node", "attach-inline", "attach-non-csi", "detach-no-caret", "detach-two-carets",
         "detach-empty-node", "are-attached-not-array", "are-attached-null", "are-attached-empty-node"])
 def test_controller_calls_name_their_bad_input(controller, call, named):
-    with controller.attacher_new() as a:
+    with controller.attacher() as a:
         with pytest.raises(kcsi.InvalidArgument, match=named):
             call(a)
 
 
 def test_volumes_are_attached_of_no_specs_is_an_empty_list(controller):
-    with controller.attacher_new() as a:
+    with controller.attacher() as a:
         assert a.volumes_are_attached([], "n") == []

@@ -1,10 +1,12 @@
 """kcsi_list_device_mounts and kcsi_unmount_device_by_handle through the generated binding."""
 import hashlib
 import os
+import typing
 
 import pytest
 
 import kcsi
+from conftest import assert_shape
 
 
 def test_list_device_mounts_reports_a_global_mount_without_volume_data(host):
@@ -12,7 +14,9 @@ def test_list_device_mounts_reports_a_global_mount_without_volume_data(host):
     sha = hashlib.sha256(b"vol-1").hexdigest()
     gm = os.path.join(host.root, "plugins/kubernetes.io/csi/example.com/drv", sha, "globalmount")
     os.makedirs(gm)
-    [m] = host.list_device_mounts()
+    mounts = host.list_device_mounts()
+    assert_shape(mounts, typing.List[kcsi.DeviceMount])
+    [m] = mounts
     assert (m["kind"], m["driver"], m["deviceMountPath"], m["volumeData"], m["mounted"]) == (
         "filesystem", "example.com/drv", gm, None, False)
     assert "No such file" in m["volumeDataError"]

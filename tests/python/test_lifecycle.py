@@ -3,18 +3,12 @@
 down with an unmounter made from vol_data.json alone."""
 import os
 
-import pytest
-
-from conftest import HOSTPATH_DRIVER, csi_driver, inline_spec, pod
-
-
-def mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split(" ")[4] == path for line in f)
+import kcsi
+from conftest import HOSTPATH_DRIVER, assert_shape, csi_driver, inline_spec, pod
+from mountinfo import mounted
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="publishing mounts needs root")
-def test_inline_ephemeral_volume_publish_metrics_teardown(make_host, hostpath_driver):
+def test_inline_ephemeral_volume_publish_metrics_teardown(needs_root, make_host, hostpath_driver):
     h = make_host(node="node-1", csiDrivers=[csi_driver(
         HOSTPATH_DRIVER, attachRequired=False, podInfoOnMount=True,
         volumeLifecycleModes=["Ephemeral"])])  # podInfoOnMount: kubelet then sends csi.storage.k8s.io/ephemeral=true
@@ -23,16 +17,17 @@ def test_inline_ephemeral_volume_publish_metrics_teardown(make_host, hostpath_dr
     spec = inline_spec(HOSTPATH_DRIVER, name="scratch")
     p = pod(uid="0b0e2c7e-7a3d-4d4e-9f1a-0000000000aa")
     assert h.can_attach(spec) is False and h.can_device_mount(spec) is False
-    with h.mounter_new(spec, p) as m:
+    with h.mounter(spec, p) as m:
         path = m.path()
         m.set_up()
         assert mounted(path), path
         with open(os.path.join(path, "hello"), "w") as f:
             f.write("hi")
         metrics = m.metrics()
+        assert_shape(metrics, kcsi.VolumeMetrics)
         assert metrics["capacityBytes"] > 0 and metrics["usedBytes"] >= 0
     assert os.path.exists(os.path.join(os.path.dirname(path), "vol_data.json"))
-    with h.unmounter_new("scratch", p["metadata"]["uid"]) as u:
+    with h.unmounter("scratch", p["metadata"]["uid"]) as u:
         u.tear_down()
     assert not mounted(path)
     assert not os.path.exists(os.path.dirname(path))

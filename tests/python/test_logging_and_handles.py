@@ -4,7 +4,7 @@ import threading
 import pytest
 
 import kcsi
-from conftest import HOSTPATH_DRIVER, pod, pv_spec
+from conftest import HOSTPATH_DRIVER, assert_shape, pod, pv_spec
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_log_callback_exception_does_not_break_calls(host, log_records):
 # ------------------------------------------------------------------------- lifecycle handles
 
 def test_mounter_is_a_context_manager_with_idempotent_close(host):
-    with host.mounter_new(pv_spec(HOSTPATH_DRIVER), pod()) as m:
+    with host.mounter(pv_spec(HOSTPATH_DRIVER), pod()) as m:
         assert isinstance(m, kcsi.Mounter)
         path = m.path()
         assert path.startswith(host.root) and path.endswith("/mount")
@@ -122,7 +122,7 @@ def test_mounter_is_a_context_manager_with_idempotent_close(host):
 
 def test_mounter_after_host_closed_is_failed_precondition(make_host):
     h = make_host()
-    m = h.mounter_new(pv_spec(HOSTPATH_DRIVER), pod())
+    m = h.mounter(pv_spec(HOSTPATH_DRIVER), pod())
     h.close()
     with pytest.raises(kcsi.FailedPrecondition):
         m.set_up(None)
@@ -131,7 +131,7 @@ def test_mounter_after_host_closed_is_failed_precondition(make_host):
 
 def test_attacher_after_host_closed_is_failed_precondition(make_host):
     h = make_host()
-    a = h.attacher_new()
+    a = h.attacher()
     assert isinstance(a, kcsi.Attacher)
     h.close()
     with pytest.raises(kcsi.FailedPrecondition):
@@ -141,7 +141,7 @@ def test_attacher_after_host_closed_is_failed_precondition(make_host):
 
 def test_block_mapper_after_host_closed_is_failed_precondition(make_host):
     h = make_host()
-    m = h.block_mapper_new(pv_spec(HOSTPATH_DRIVER, volume_mode="Block"), pod())
+    m = h.block_mapper(pv_spec(HOSTPATH_DRIVER, volume_mode="Block"), pod())
     assert isinstance(m, kcsi.BlockMapper)
     h.close()
     with pytest.raises(kcsi.FailedPrecondition):
@@ -149,8 +149,16 @@ def test_block_mapper_after_host_closed_is_failed_precondition(make_host):
     m.close()
 
 
+def test_block_mapper_paths_have_their_declared_keys_and_lie_below_the_root(host):
+    with host.block_mapper(pv_spec(HOSTPATH_DRIVER, volume_mode="Block", name="pv-p"), pod()) as m:
+        paths = m.paths()
+    assert_shape(paths, kcsi.BlockMapperPaths)
+    assert paths["podDeviceMapName"] == "pv-p"
+    assert all(p.startswith(host.root + "/") for k, p in paths.items() if k != "podDeviceMapName"), paths
+
+
 def test_set_up_without_registered_driver_is_transient(host):
-    with host.mounter_new(pv_spec("unregistered.csi.example.com"), pod()) as m:
+    with host.mounter(pv_spec("unregistered.csi.example.com"), pod()) as m:
         with pytest.raises(kcsi.KcsiError) as e:
             m.set_up()
     assert kcsi.is_transient(e.value), e.value
@@ -160,8 +168,8 @@ def test_block_unmapper_after_host_closed_is_failed_precondition(make_host):
     h = make_host()
     p = pod()
     # The mapper writes the volume's data/vol_data.json, which the unmapper loads.
-    h.block_mapper_new(pv_spec(HOSTPATH_DRIVER, volume_mode="Block", name="pv-b"), p).close()
-    u = h.block_unmapper_new("pv-b", p["metadata"]["uid"])
+    h.block_mapper(pv_spec(HOSTPATH_DRIVER, volume_mode="Block", name="pv-b"), p).close()
+    u = h.block_unmapper("pv-b", p["metadata"]["uid"])
     assert isinstance(u, kcsi.BlockUnmapper)
     h.close()
     with pytest.raises(kcsi.FailedPrecondition):
@@ -183,7 +191,7 @@ def test_unmounter_after_host_closed_is_failed_precondition(make_host):
         json.dump({"specVolID": "pv-u", "volumeHandle": "h", "driverName": HOSTPATH_DRIVER,
                    "nodeName": "node-1", "volumeLifecycleMode": "Persistent",
                    "attachmentID": "csi-0000"}, f)
-    u = h.unmounter_new("pv-u", uid)
+    u = h.unmounter("pv-u", uid)
     assert isinstance(u, kcsi.Unmounter)
     h.close()
     with pytest.raises(kcsi.FailedPrecondition):

@@ -1,6 +1,8 @@
 """kcsi_host_metrics through the Python binding: the text and its parsed view."""
+import typing
+
 import kcsi
-from conftest import HOSTPATH_DRIVER
+from conftest import HOSTPATH_DRIVER, assert_shape
 
 
 def test_metrics_text_and_samples_count_a_registration_and_its_rpc(host, hostpath_driver):
@@ -16,6 +18,19 @@ def test_metrics_text_and_samples_count_a_registration_and_its_rpc(host, hostpat
     by_name = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
     assert by_name[("kcsi_driver_registrations_total", (("result", "success"),))] == 1.0
     assert by_name[("kcsi_registered_drivers", ())] == 1.0
+
+
+def test_status_and_drivers_have_their_declared_keys_and_types(host, hostpath_driver):
+    status = host.status()
+    assert_shape(status, kcsi.HostStatus)
+    assert (status["role"], status["standalone"], status["drivers"], status["pluginWatcher"]) == (
+        "node", True, [], None)
+    d = hostpath_driver()
+    host.register_plugin(d.name, d.endpoint, ["1.0.0"], 10_000)
+    drivers = host.list_drivers()
+    assert_shape(drivers, typing.List[kcsi.DriverInfo])
+    assert [(x["name"], x["nodeId"]) for x in drivers] == [(HOSTPATH_DRIVER, "node-1")]
+    assert_shape(host.status(), kcsi.HostStatus)
 
 
 def test_each_host_has_its_own_registry(make_host, hostpath_driver):

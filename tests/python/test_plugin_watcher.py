@@ -4,7 +4,8 @@ import os
 import signal
 import subprocess
 
-from conftest import HOSTPATH_DRIVER, peer_binary, wait_for
+import kcsi
+from conftest import HOSTPATH_DRIVER, assert_shape, peer_binary, wait_for
 
 
 def watcher_socket(h, path):
@@ -39,6 +40,9 @@ def test_plugin_watcher_registers_the_real_registrars_driver(make_host):
                  lambda: (watcher_socket(h, reg_sock) or {}).get("state") == "registered")
         [d] = h.list_drivers()
         assert d["name"] == HOSTPATH_DRIVER and d["nodeId"] == "py-node"
+        status = h.status()
+        assert_shape(status, kcsi.HostStatus)
+        assert status["drivers"] == [d] and status["pluginWatcher"]["sockets"]
 
         procs[1].send_signal(signal.SIGTERM)
         procs[1].wait(10)

@@ -3,24 +3,22 @@
     import kcsi
     with kcsi.Host({"nodeName": "node-1", "rootDir": "/var/lib/kubelet"}) as host:
         host.register_plugin("hostpath.csi.k8s.io", "/run/csi.sock", ["1.0.0"])
-        print(host.list_drivers())
+        with host.mounter(spec, pod) as m:
+            m.set_up()
 
-Every C function whose first parameter is a handle is a method of that handle's class, generated
-from the header with type hints (`_methods.py`; `help(kcsi.Mounter)` shows them):
-`kcsi_mounter_set_up(m, args_json, err)` is `Mounter.set_up(args: Optional[Json] = None)`,
-`kcsi_mounter_new(h, spec_json, pod_json, &out, err)` is `Host.mounter_new(spec, pod)` returning
-a `Mounter`, `kcsi_register_plugin(h, ..., timeout_ms, err)` takes `timeout_ms: int = 0` (the
-host's timeout). Conventions:
-  * `*_json` parameters drop the suffix in Python (`spec`, `pod`, `args`, `options`) and take
-    dicts/lists (JSON-encoded) or str/bytes as they are; the C name works as a keyword too
-    (`spec_json=`);
-  * other string parameters take str (UTF-8) or bytes; None passes NULL, which only the
-    parameters the header marks "Nullable:" accept (`kcsi.NULLABLE`);
-  * `const char *const *X` + `size_t X_len` is one Python list;
-  * outputs (`*_out`, `out`) are returned: one value, a tuple of several, or None; owned
-    strings are copied and freed with kcsi_string_free, `*json_out` ones parsed as JSON;
-  * a failure raises a `KcsiError` subclass chosen by the result code.
-Library: $KCSI_LIB, else <repo>/target/release/libkcsi.so, else libkcsi.so.1 from the system.
+Each C function whose first parameter is a handle is a method of that handle's class, with type
+hints and a docstring (`help(kcsi.Mounter)`): `Host.mounter(spec, pod)` returns a `Mounter`,
+`Mounter.set_up(args=None)` publishes, `Host.register_plugin(..., timeout_ms=0)` waits at most
+the host's timeout. Conventions:
+  * JSON parameters (`spec`, `pod`, `args`, `options`) take dicts or lists, or JSON text as
+    str or bytes; their C names work as keywords too (`spec_json=`);
+  * other string parameters take str (sent as UTF-8) or bytes; an `Optional` one takes None;
+  * results are returned: str, bool, int, a handle object, or parsed JSON (the `TypedDict`s
+    `HostStatus`, `DriverInfo`, `DeviceMount`, `BlockMapperPaths`, `VolumeMetrics` name its keys);
+  * a failure raises a `KcsiError` subclass chosen by the result code (`kcsi.NotFound`, ...);
+  * the constructors' C-derived names stay as aliases (`Host.mounter_new` is `Host.mounter`).
+Library: $KCSI_LIB, else the checkout's target/release/libkcsi.so when this package runs from a
+checkout, else libkcsi.so.1 from the system loader path (`make install`).
 """
 import collections
 import ctypes
@@ -34,28 +32,35 @@ from . import _signatures as sig
 from ._methods import (_AttacherMethods, _BlockMapperMethods, _BlockUnmapperMethods,
                        _HostMethods, _MounterMethods, _UnmounterMethods)
 from ._signatures import CONSTANTS, FUNCTIONS, NULLABLE
+from ._types import (BlockMapperPaths, DeviceMount, DriverInfo, HostStatus, PluginSocket,
+                     PluginWatcherStatus, VolumeMetrics)
 
 __all__ = [
     "Host", "Mounter", "Unmounter", "Attacher", "BlockMapper", "BlockUnmapper", "KcsiError",
     "lib", "call", "version", "result_name", "nullable", "set_log_callback", "is_uncertain", "is_transient",
     "ERRORS", "CONSTANTS", "FUNCTIONS", "NULLABLE", "MISSING", "Sample", "parse_metrics",
+    "HostStatus", "DriverInfo", "PluginSocket", "PluginWatcherStatus", "DeviceMount",
+    "BlockMapperPaths", "VolumeMetrics",
 ]
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# <checkout>/bindings/python/kcsi/__init__.py: the checkout's build, when run from there.
+_CHECKOUT_LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, os.pardir,
+                             "target", "release", "libkcsi.so")
 
 
 def _load():
     path = os.environ.get("KCSI_LIB")
     if path:
         return ctypes.CDLL(path)
-    local = os.path.join(_REPO, "target", "release", "libkcsi.so")
+    local = os.path.normpath(_CHECKOUT_LIB)
     if os.path.exists(local):
         return ctypes.CDLL(local)
     try:
         return ctypes.CDLL("libkcsi.so.1")
     except OSError as e:
-        raise ImportError(f"kcsi: libkcsi not found: KCSI_LIB is unset, {local} does not exist "
-                          f"(run `make build`), and the system has no libkcsi.so.1 ({e})") from e
+        raise ImportError(f"kcsi: libkcsi not found: KCSI_LIB is unset, {local} does not exist, and the "
+                          f"system loader has no libkcsi.so.1 ({e}); set KCSI_LIB to the library "
+                          "(target/release/libkcsi.so after `make build`) or run `make install`") from e
 
 
 lib = _load()
@@ -370,7 +375,7 @@ class Host(_HostMethods, _Handle):
             raise _error_from(err, rc, "kcsi_host_new")
         super().__init__(out)
 
-    def metrics_samples(self):
+    def metrics_samples(self) -> "list[Sample]":
         """The host's metrics parsed: a list of `Sample(name, labels, value)`."""
         return parse_metrics(self.metrics())
 
