@@ -1,7 +1,9 @@
-/* The C tests' one assertion: CHECK counts every check and reports each failure by line; the
- * test's exit status comes from `failures`. */
+/* The C tests' assertions: CHECK counts every check and reports each failure by line, OK does
+ * the same for a kcsi call that must succeed; the test's exit status comes from `failures`. */
 #ifndef KCSI_TEST_CHECK_H
 #define KCSI_TEST_CHECK_H
+
+#include <kcsi.h>
 
 #include <stdio.h>
 
@@ -15,6 +17,20 @@ static int checks = 0;
             failures++;                                                               \
             fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
         }                                                                             \
+    } while (0)
+
+/* Runs `call`, which must succeed; on failure prints kcsi's error and counts it. */
+#define OK(call)                                                                        \
+    do {                                                                                \
+        kcsi_error *err = NULL;                                                         \
+        kcsi_result r_ = (call);                                                        \
+        checks++;                                                                       \
+        if (r_ != KCSI_OK) {                                                            \
+            failures++;                                                                 \
+            fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call,           \
+                    kcsi_result_name(r_), err ? kcsi_error_message(err) : "(no error)"); \
+        }                                                                               \
+        kcsi_error_free(err);                                                           \
     } while (0)
 
 #endif

@@ -4,7 +4,7 @@
  * stage, unstage), mounter (publish, metrics), reconstruction, unmounter, node expansion,
  * device-mount listing and unstage by handle, and a block volume (stage, map, metrics,
  * reconstruct, unmap, unstage). scripts/test-c.sh runs it plain, under ASAN and under valgrind,
- * and checks that this file and api_test.c together call every exported function.
+ * and checks that the C tests together call every exported function.
  *
  * usage: lifecycle_test <driver socket> <driver name> <root dir> <fs volume id> <block volume id>
  * (the volumes are created by the caller with `kcsi create-volume`, the provisioner's job).
@@ -21,20 +21,6 @@
 #include <unistd.h>
 
 #include "check.h"
-
-/* Runs `call`, which must succeed; on failure prints kcsi's error and counts it. */
-#define OK(call)                                                                        \
-    do {                                                                                \
-        kcsi_error *err = NULL;                                                         \
-        kcsi_result r_ = (call);                                                        \
-        checks++;                                                                       \
-        if (r_ != KCSI_OK) {                                                            \
-            failures++;                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call,           \
-                    kcsi_result_name(r_), err ? kcsi_error_message(err) : "(no error)"); \
-        }                                                                               \
-        kcsi_error_free(err);                                                           \
-    } while (0)
 
 /* Copies the string value of "key" in a flat JSON object into buf ("" when absent). */
 static void json_string(const char *json, const char *key, char *buf, size_t n) {
