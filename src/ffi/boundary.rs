@@ -133,23 +133,22 @@ pub(crate) fn write_json(
     value: &impl serde::Serialize,
     what: &str,
 ) -> Result<()> {
-    let json = serde_json::to_string(value)
-        .map_err(|e| Error::internal(format!("cannot encode {what}: {e}")))?;
-    write_string(p, &json);
+    write_string(p, &encoded(serde_json::to_string(value), what)?);
     Ok(())
 }
 
 /// [`write_json`] with every object's keys sorted, as a `serde_json::Value` keeps them: the
-/// form of the status and driver-list exports.
+/// form of the status, driver-list, block-paths and reconstruction exports.
 pub(crate) fn write_json_sorted(
     p: *mut *mut c_char,
     value: &impl serde::Serialize,
     what: &str,
 ) -> Result<()> {
-    let value = serde_json::to_value(value)
-        .map_err(|e| Error::internal(format!("cannot encode {what}: {e}")))?;
-    write_string(p, &value.to_string());
-    Ok(())
+    write_json(p, &encoded(serde_json::to_value(value), what)?, what)
+}
+
+fn encoded<T>(encoding: serde_json::Result<T>, what: &str) -> Result<T> {
+    encoding.map_err(|e| Error::internal(format!("cannot encode {what}: {e}")))
 }
 
 /// Writes a value to a checked output pointer.
