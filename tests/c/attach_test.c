@@ -51,6 +51,17 @@ static kcsi_host *controller_host(void) {
     return h;
 }
 
+/* A synced controller host and its attacher in *h and *a; false (nothing left to free) when
+ * either cannot be made. */
+static bool controller_attacher(kcsi_host **h, kcsi_attacher **a) {
+    *a = NULL;
+    *h = controller_host();
+    if (*h) OK(kcsi_attacher_new(*h, a, &err));
+    if (*a) return true;
+    kcsi_host_free(*h);
+    return false;
+}
+
 /* kcsi_attacher_volumes_are_attached for the one volume: its JSON answer. */
 static void check_attached(kcsi_attacher *a, const char *want) {
     char *out = NULL;
@@ -77,14 +88,9 @@ static kcsi_result node_wait_for_attach(char **name, kcsi_error **err_out) {
 }
 
 static void attach(void) {
-    kcsi_host *h = controller_host();
-    if (!h) return;
-    kcsi_attacher *a = NULL;
-    OK(kcsi_attacher_new(h, &a, &err));
-    if (!a) {
-        kcsi_host_free(h);
-        return;
-    }
+    kcsi_host *h;
+    kcsi_attacher *a;
+    if (!controller_attacher(&h, &a)) return;
     char *name = NULL;
     OK(kcsi_attacher_attach(a, spec, node, TIMEOUT_MS, &name, &err));
     CHECK(name != NULL && strncmp(name, "csi-", 4) == 0);
@@ -101,14 +107,9 @@ static void attach(void) {
 }
 
 static void detach(void) {
-    kcsi_host *h = controller_host();
-    if (!h) return;
-    kcsi_attacher *a = NULL;
-    OK(kcsi_attacher_new(h, &a, &err));
-    if (!a) {
-        kcsi_host_free(h);
-        return;
-    }
+    kcsi_host *h;
+    kcsi_attacher *a;
+    if (!controller_attacher(&h, &a)) return;
     OK(kcsi_attacher_detach(a, volume_name, node, TIMEOUT_MS, &err));
     check_attached(a, "[false]");
     kcsi_attacher_free(a);
