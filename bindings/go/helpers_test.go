@@ -52,7 +52,7 @@ func peerBinary(t testing.TB, peer, env string) string {
 func needsRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		cannotRun(t, "the hostpath driver mounts: needs root")
+		cannotRun(t, "mounting needs root")
 	}
 }
 
