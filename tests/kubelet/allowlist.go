@@ -53,9 +53,9 @@ func timed(timer string) countRule {
 var countRules = map[string]countRule{
 	"NodeGetCapabilities count": {"kcsi probes capabilities once per driver connection; upstream before every stage, publish, expand and stats call: kcsi's bucket may be lower, never higher",
 		func(k, u int) bool { return k <= u }},
-	"NodeGetVolumeStats count":            timed("the kubelet's volume stats collector runs every volumeStatsAggPeriod (1 s here)"),
-	"NodePublishVolume republish count":   timed("requiresRepublish: the kubelet republishes on every pod sync (5 s here); each repeat must still be the identical request"),
-	"ControllerPublishVolume retry count": timed("the external-attacher retries a failed ControllerPublishVolume on its own backoff; each retry must follow an identical request that failed"),
+	"NodeGetVolumeStats count":             timed("the kubelet's volume stats collector runs every volumeStatsAggPeriod (1 s here)"),
+	"NodePublishVolume republish count":    timed("requiresRepublish: the kubelet republishes on every pod sync (5 s here); each repeat must still be the identical request"),
+	"ControllerPublishVolume retry count":  timed("the external-attacher retries a failed ControllerPublishVolume on its own backoff; each retry must follow an identical request that failed"),
 	"ControllerPublishVolume resync count": timed("the external-attacher syncs a VolumeAttachment again on its own status update and may attach it once more before its cache says attached; one such repeat of a success per request"),
 }
 
