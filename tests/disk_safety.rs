@@ -14,9 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::chost::{CErr, CHost};
-use common::{mounts_below, short_tempdir, unmount_below, wait_for, DriverProcess, DRIVER};
+use common::{is_mount_point, mounts_below, short_tempdir, unmount_below, DriverProcess, DRIVER};
 use kcsi::ffi::*;
-use kcsi::is_mount_point;
 use kcsi::{Layout, ESCAPED_PLUGIN_NAME};
 use serde_json::{json, Value};
 
@@ -196,7 +195,7 @@ fn stale_temp_files_do_not_block_block_teardown() {
     let spec = pv_spec("blk-tmp", &handle, true);
     let publish = env.host.map_block(&spec, &pod(UID)).unwrap();
     assert!(
-        is_mount_point(&publish).unwrap(),
+        is_mount_point(&publish),
         "the driver bind-mounts its loop device"
     );
     let paths = env.layout().block_paths("blk-tmp", UID).unwrap();
@@ -270,8 +269,10 @@ fn block_volumes_are_listed_and_torn_down_by_handle_after_a_restart() {
     assert!(mounts_below(env.root()).is_empty());
 }
 
-/// The kill loop's phases, each marked by one byte the child appends to its phase file before
-/// the call: a kill lands in the phase of the last byte written.
+/// The kill loop's calls, in the child's order. The child appends the upper-case byte to its
+/// phase file before the call and the lower-case one once the call succeeded (a failed call
+/// panics the child): a kill lands in the phase of the last upper-case byte, and a lower-case
+/// one after it says that call had returned.
 const PHASES: [(u8, &str); 4] = [
     (b'S', "staging"),
     (b'P', "publishing"),
@@ -280,7 +281,8 @@ const PHASES: [(u8, &str); 4] = [
 ];
 
 /// Kill-loop child: sets up and tears down one volume forever against the driver the parent
-/// started, until the parent SIGKILLs it. Does nothing unless run by the parent.
+/// started, until the parent SIGKILLs it; any call that fails ends it with a panic. Does nothing
+/// unless run by the parent.
 #[test]
 #[ignore = "run by killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down"]
 fn kill_loop_child() {
@@ -295,35 +297,54 @@ fn kill_loop_child() {
     let dmp = Layout::new(&root)
         .device_mount_path(DRIVER, &handle)
         .unwrap();
-    if std::env::var_os("KCSI_KILL_REPUBLISH").is_some() {
-        // One staged volume republished in a loop: a vol_data.json save per NodePublish.
-        let _ = host.mount_device(&spec, &dmp);
-        std::fs::write(std::env::var("KCSI_KILL_READY").unwrap(), "").unwrap();
-        loop {
-            let _ = host.set_up(&spec, &pod(UID));
-        }
-    }
     let mut phases = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .open(std::env::var("KCSI_KILL_PHASES").unwrap())
         .unwrap();
-    let mut mark = |phase: u8| std::io::Write::write_all(&mut phases, &[phase]).unwrap();
+    let mut run = |phase: u8, call: &dyn Fn() -> Result<(), CErr>| {
+        std::io::Write::write_all(&mut phases, &[phase]).unwrap();
+        call().unwrap_or_else(|e| panic!("{}: {e:?}", phase as char));
+        std::io::Write::write_all(&mut phases, &[phase.to_ascii_lowercase()]).unwrap();
+    };
+    if std::env::var_os("KCSI_KILL_REPUBLISH").is_some() {
+        // One staged volume republished in a loop: a vol_data.json save per NodePublish.
+        run(b'S', &|| host.mount_device(&spec, &dmp));
+        loop {
+            run(b'P', &|| host.set_up(&spec, &pod(UID)));
+        }
+    }
     loop {
-        mark(b'S');
-        let _ = host.mount_device(&spec, &dmp);
-        mark(b'P');
-        let _ = host.set_up(&spec, &pod(UID));
-        mark(b'U');
-        let _ = host.tear_down("pv-kill", UID);
-        mark(b'D');
-        let _ = host.unmount_device(&dmp);
+        run(b'S', &|| host.mount_device(&spec, &dmp));
+        run(b'P', &|| host.set_up(&spec, &pod(UID)));
+        run(b'U', &|| host.tear_down("pv-kill", UID));
+        run(b'D', &|| host.unmount_device(&dmp));
     }
 }
 
-/// The phase the child last entered, from its phase file.
-fn last_phase(file: &Path) -> Option<u8> {
-    std::fs::read(file).ok().and_then(|b| b.last().copied())
+/// What a kill-loop child's phase file says.
+#[derive(Debug, Default)]
+struct ChildLog {
+    /// The phase (index into [`PHASES`]) of the call the child last entered.
+    phase: Option<usize>,
+    /// Whether that call had returned (successfully) when the log ends.
+    returned: bool,
+    /// Successful SetUps.
+    set_ups: usize,
+}
+
+fn child_log(file: &Path) -> ChildLog {
+    let mut log = ChildLog::default();
+    for b in std::fs::read(file).unwrap_or_default() {
+        let phase = PHASES
+            .iter()
+            .position(|(p, _)| *p == b.to_ascii_uppercase())
+            .unwrap_or_else(|| panic!("{}: byte {b:?}", file.display()));
+        log.returned = b.is_ascii_lowercase();
+        log.set_ups += usize::from(b == b'p');
+        log.phase = Some(phase);
+    }
+    log
 }
 
 /// What a killed host left, in a few words: files kcsi wrote, mounts, the driver's view.
@@ -362,8 +383,15 @@ fn describe_leftovers(env: &Env, handle: &str, pod_dir: &Path, sha_dir: &Path) -
     }
 }
 
-/// `kill_loop_child` as a separate process on `env`'s root, driver and volume.
-fn kill_loop_command(env: &Env, handle: &str) -> Command {
+/// `kill_loop_child` as a separate process on `env`'s root, driver and volume, logging its
+/// calls to `log` and its panic to `stderr`.
+fn spawn_kill_loop_child(
+    env: &Env,
+    handle: &str,
+    log: &Path,
+    stderr: &Path,
+    republish: bool,
+) -> std::process::Child {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args([
@@ -376,23 +404,65 @@ fn kill_loop_command(env: &Env, handle: &str) -> Command {
         .env("KCSI_KILL_ROOT", env.root())
         .env("KCSI_KILL_ENDPOINT", env.driver.endpoint())
         .env("KCSI_KILL_HANDLE", handle)
+        .env("KCSI_KILL_PHASES", log)
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    command
+        .stderr(std::fs::File::create(stderr).unwrap());
+    if republish {
+        command.env("KCSI_KILL_REPUBLISH", "1");
+    }
+    command.spawn().unwrap()
 }
 
-/// Starts `kill_loop_child` republishing, waits until it is ready, lets it run for a random
-/// while below `max_micros`, and SIGKILLs it.
-fn run_and_kill_republisher(env: &Env, handle: &str, ready: &Path, max_micros: u64) {
-    let mut child = kill_loop_command(env, handle)
-        .env("KCSI_KILL_READY", ready)
-        .env("KCSI_KILL_REPUBLISH", "1")
-        .spawn()
-        .unwrap();
-    wait_for("the child host", Duration::from_secs(30), || ready.exists());
-    std::thread::sleep(Duration::from_micros(fastrand::u64(0..max_micros)));
+/// Waits until the child's log shows `ready`, looking every 100 µs (a call takes milliseconds);
+/// panics with the child's stderr if it exited.
+fn wait_for_child(
+    child: &mut std::process::Child,
+    log: &Path,
+    stderr: &Path,
+    what: &str,
+    ready: impl Fn(&ChildLog) -> bool,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !ready(&child_log(log)) {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the kill-loop child exited ({status}) before {what}: {}",
+                std::fs::read_to_string(stderr).unwrap_or_default()
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// SIGKILLs the child and asserts it was still running: no call it made had failed.
+fn kill_child(child: &mut std::process::Child, stderr: &Path) {
+    use std::os::unix::process::ExitStatusExt;
     child.kill().unwrap();
-    child.wait().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "the kill-loop child ended ({status}) before the kill: {}",
+        std::fs::read_to_string(stderr).unwrap_or_default()
+    );
+}
+
+/// Starts `kill_loop_child` republishing, waits until its first SetUp succeeded, lets it run
+/// for a random while below `max_micros`, and SIGKILLs it; returns its successful SetUps.
+fn run_and_kill_republisher(env: &Env, handle: &str, scratch: &Path, max_micros: u64) -> usize {
+    let (log, stderr) = (scratch.join("republish"), scratch.join("republish.stderr"));
+    let _ = std::fs::remove_file(&log);
+    let mut child = spawn_kill_loop_child(env, handle, &log, &stderr, true);
+    wait_for_child(&mut child, &log, &stderr, "the first SetUp", |l| {
+        l.set_ups > 0
+    });
+    std::thread::sleep(Duration::from_micros(fastrand::u64(0..max_micros)));
+    kill_child(&mut child, &stderr);
+    child_log(&log).set_ups
 }
 
 #[test]
@@ -419,10 +489,9 @@ fn kills_mid_write_leave_temp_files_only_in_kcsis_temp_dir_which_a_new_host_swee
             })
             .collect()
     };
-    let (mut kills, mut mid_write) = (0, 0);
+    let (mut kills, mut mid_write, mut set_ups) = (0, 0, 0);
     while mid_write < WANTED && kills < MAX_KILLS {
-        let ready = scratch.path().join(format!("ready-{kills}"));
-        run_and_kill_republisher(&env, &handle, &ready, 20_000);
+        set_ups += run_and_kill_republisher(&env, &handle, scratch.path(), 20_000);
         kills += 1;
         for dir in [&pod_dir, &sha_dir] {
             assert_eq!(
@@ -442,7 +511,7 @@ fn kills_mid_write_leave_temp_files_only_in_kcsis_temp_dir_which_a_new_host_swee
             "kill {kills}: not swept"
         );
     }
-    eprintln!("{kills} kills, {mid_write} of them mid-write");
+    eprintln!("{kills} kills, {mid_write} of them mid-write; {set_ups} successful SetUps");
     assert!(mid_write >= 1, "none of {kills} kills landed mid-write");
     match env.host.tear_down("pv-kill", UID) {
         Ok(()) => {}
@@ -457,49 +526,66 @@ fn kills_mid_write_leave_temp_files_only_in_kcsis_temp_dir_which_a_new_host_swee
 #[test]
 fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
     const KILLS: usize = 32; // 8 aimed at each phase
+    const MIN_PUBLISHED_KILLS: usize = 2;
     let mut env = Env::new();
     let handle = env.driver.create_volume("pv-kill", false, 1 << 20);
     let (pod_dir, dmp) = (env.pod_dir("pv-kill"), env.dmp(&handle));
     let sha_dir = dmp.parent().unwrap().to_path_buf();
     let scratch = short_tempdir("kcsi-kill");
-    let mut left: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    let target = pod_dir.join("mount");
+    let mut left: BTreeMap<(usize, bool, String), usize> = BTreeMap::new();
+    // Successful SetUps, and kills after which the driver still had the volume published.
+    let (mut set_ups, mut while_published) = (0, 0);
     for i in 0..KILLS {
-        let (aim, aim_name) = PHASES[i % PHASES.len()];
-        let phases = scratch.path().join(format!("phases-{i}"));
-        let mut child = kill_loop_command(&env, &handle)
-            .env("KCSI_KILL_PHASES", &phases)
-            .spawn()
-            .unwrap();
+        let aim = i % PHASES.len();
+        let log = scratch.path().join(format!("phases-{i}"));
+        let stderr = scratch.path().join(format!("stderr-{i}"));
+        let mut child = spawn_kill_loop_child(&env, &handle, &log, &stderr, false);
         // Kill as soon as the child enters the aimed-at phase, or a little into it.
-        let start = std::time::Instant::now();
-        while last_phase(&phases) != Some(aim) {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "kill {i}: the child never started {aim_name}"
-            );
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        let what = format!("kill {i}: {}", PHASES[aim].1);
+        wait_for_child(&mut child, &log, &stderr, &what, |l| l.phase == Some(aim));
         std::thread::sleep(Duration::from_micros(fastrand::u64(0..3_000)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let landed = last_phase(&phases).unwrap();
-        let phase = PHASES.iter().position(|(b, _)| *b == landed).unwrap();
+        kill_child(&mut child, &stderr);
+        let ChildLog {
+            phase,
+            returned,
+            set_ups: child_set_ups,
+        } = child_log(&log);
+        let phase = phase.unwrap();
+        set_ups += child_set_ups;
 
-        // What a kill in each phase may leave: the calls before it completed, the one in
+        // What a kill in each phase may leave: the calls before it returned, the one in
         // flight may or may not have (the driver finishes it without kcsi).
         let (staged, published) = env.driver.volume_paths(&handle);
         let state = format!(
-            "kill {i} while {}: staged {staged:?}, published {published:?}, pod dir {:?}",
+            "kill {i} {} {}: staged {staged:?}, published {published:?}, pod dir {:?}",
+            if returned { "after" } else { "while" },
             PHASES[phase].1,
             names(&pod_dir)
         );
-        match landed {
-            b'S' => assert!(published.is_empty() && !pod_dir.exists(), "{state}"),
-            b'P' | b'U' => assert!(!staged.is_empty(), "{state}"),
-            _ => assert!(published.is_empty() && !pod_dir.exists(), "{state}"),
+        let at = |p: &Path| vec![p.display().to_string()];
+        let unpublished = published.is_empty() && !pod_dir.exists();
+        match (PHASES[phase].0, returned) {
+            (b'S', false) => assert!(unpublished, "{state}"),
+            (b'S' | b'U', true) => assert!(staged == at(&dmp) && unpublished, "{state}"),
+            (b'P', true) => assert!(
+                staged == at(&dmp) && published == at(&target) && is_mount_point(&target),
+                "{state}"
+            ),
+            (b'P' | b'U', false) => assert_eq!(staged, at(&dmp), "{state}"),
+            (b'D', false) => assert!(unpublished, "{state}"),
+            _ => assert!(
+                staged.is_empty() && unpublished && !sha_dir.exists(),
+                "{state}"
+            ),
         }
+        while_published += usize::from(published == at(&target));
         *left
-            .entry((phase, describe_leftovers(&env, &handle, &pod_dir, &sha_dir)))
+            .entry((
+                phase,
+                returned,
+                describe_leftovers(&env, &handle, &pod_dir, &sha_dir),
+            ))
             .or_default() += 1;
         env.restart_host();
         match env.host.tear_down("pv-kill", UID) {
@@ -532,16 +618,28 @@ fn killed_hosts_leave_nothing_a_fresh_host_cannot_tear_down() {
             "kill {i}"
         );
     }
-    eprintln!("{KILLS} kills; what each left before a fresh host tore it down:");
-    for ((phase, what), n) in &left {
-        eprintln!("  {n:>3} x killed while {}: {what}", PHASES[*phase].1);
+    eprintln!(
+        "{KILLS} kills ({set_ups} successful SetUps, {while_published} kills with the volume published); what each left before a fresh host tore it down:"
+    );
+    for ((phase, returned, what), n) in &left {
+        let when = if *returned { "after" } else { "while" };
+        eprintln!("  {n:>3} x killed {when} {}: {what}", PHASES[*phase].1);
     }
     for (phase, (_, name)) in PHASES.iter().enumerate() {
         assert!(
-            left.keys().any(|(p, _)| *p == phase),
+            left.keys().any(|(p, _, _)| *p == phase),
             "no kill landed while {name}: {left:?}"
         );
     }
+    // Every child aimed at tearing down or unstaging got there through a SetUp that succeeded.
+    assert!(
+        set_ups >= KILLS / 2,
+        "{set_ups} successful SetUps in {KILLS} kills"
+    );
+    assert!(
+        while_published >= MIN_PUBLISHED_KILLS,
+        "{while_published} of {KILLS} kills landed with the volume published (want at least {MIN_PUBLISHED_KILLS})"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -610,11 +708,7 @@ fn sixteen_threads_racing_on_one_volume_stay_consistent_with_the_driver() {
             is_published,
             "round {round}"
         );
-        assert_eq!(
-            is_mount_point(&target).unwrap(),
-            is_published,
-            "round {round}"
-        );
+        assert_eq!(is_mount_point(&target), is_published, "round {round}");
         assert!(!files_below(env.root()).iter().any(|f| f.ends_with(".tmp")));
     }
     let _ = env.host.tear_down("pv-race", UID);

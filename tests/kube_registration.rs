@@ -412,12 +412,13 @@ fn queries_follow_csidriver_objects_created_changed_and_deleted() {
 }
 
 /// `"csiDriversFromHost"`: the facts follow what the program's own informer feeds, and kcsi's
-/// client sends no CSIDriver request (the object below exists in the API server and says
-/// the opposite of what is fed, so a list or watch of kcsi's own would show).
+/// client sends no CSIDriver request, as the API server's audit log shows (the object below
+/// exists in the API server and says the opposite of what is fed).
 #[test]
 fn a_host_fed_its_csidrivers_follows_the_feed_and_never_lists_or_watches_them() {
     let c = admin();
     let node = unique("fed");
+    let credentials = short_tempdir("kcsi-kubeconfig");
     create_node(&c, &node, &[], &[], &[]);
     let name = format!("{node}.csi.example.com");
     let api: Api<CSIDriver> = Api::all(c.client.clone());
@@ -430,6 +431,7 @@ fn a_host_fed_its_csidrivers_follows_the_feed_and_never_lists_or_watches_them() 
     let mut config: serde_json::Value =
         serde_json::from_str(&ApiServer::shared().host_config(root.path(), &node)).unwrap();
     config["csiDriversFromHost"] = json!(true);
+    config["kubeconfig"] = json!(ApiServer::shared().kubeconfig_as(credentials.path(), &node));
     let host = CHost::owning(root, &config);
     let spec = CString::new(
         json!({"persistentVolume": {"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": name, "volumeHandle": "h-1"}}}})
@@ -474,11 +476,46 @@ fn a_host_fed_its_csidrivers_follows_the_feed_and_never_lists_or_watches_them() 
     let err = call(|e| kcsi_host_csidriver_apply(host.ptr, std::ptr::null(), e)).unwrap_err();
     assert_eq!(err.result, kcsi::ffi::KCSI_ERR_INVALID_ARGUMENT);
 
-    // Long enough for kcsi's own list to have gone out, had it one.
-    std::thread::sleep(Duration::from_secs(1));
-    let text = host.metrics_text();
-    assert!(!text.contains(r#"resource="csidrivers""#), "{text}");
+    // A host starts its CSIDriver watch and its CSINode start-up together: once the start-up
+    // has created the CSINode, a list or watch of its own would be in the audit log too.
+    let audited = |resource: &str| -> Vec<serde_json::Value> {
+        let mut events = ApiServer::shared().audit_events_as(&node);
+        events.retain(|e| e["objectRef"]["resource"] == resource);
+        events
+    };
+    wait_for(
+        "the host's CSINode create in the audit log",
+        Duration::from_secs(30),
+        || audited("csinodes").iter().any(|e| e["verb"] == "create"),
+    );
+    assert_eq!(audited("csidrivers"), Vec::<serde_json::Value>::new());
     run(api.delete(&name, &DeleteParams::default())).unwrap();
+}
+
+/// The audit log the test above reads shows a host's own CSIDriver list and watch, told apart
+/// by the user its kubeconfig impersonates.
+#[test]
+fn an_unfed_hosts_csidriver_list_and_watch_are_in_the_audit_log_under_its_user() {
+    let node = unique("unfed");
+    create_node(&admin(), &node, &[], &[], &[]);
+    let credentials = short_tempdir("kcsi-kubeconfig");
+    let root = short_tempdir("kcsi-root");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&ApiServer::shared().host_config(root.path(), &node)).unwrap();
+    config["kubeconfig"] = json!(ApiServer::shared().kubeconfig_as(credentials.path(), &node));
+    let _host = CHost::owning(root, &config);
+    wait_for(
+        "the host's CSIDriver list and watch in the audit log",
+        Duration::from_secs(30),
+        || {
+            let events = ApiServer::shared().audit_events_as(&node);
+            ["list", "watch"].iter().all(|verb| {
+                events
+                    .iter()
+                    .any(|e| e["objectRef"]["resource"] == "csidrivers" && e["verb"] == *verb)
+            })
+        },
+    );
 }
 
 #[test]

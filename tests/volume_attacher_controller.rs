@@ -14,7 +14,7 @@ use common::{peer_binary, short_tempdir, DriverProcess};
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kcsi::ffi::*;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
 /// One driver (its own name, so its external-attacher sees only this test's attachments), a
@@ -250,8 +250,9 @@ fn attach_beyond_the_drivers_attach_limit_fails_final_with_the_attach_error_verb
     assert_eq!(err.class, KCSI_CLASS_FINAL, "{err:?}");
     assert_eq!(Some(err.message.clone()), recorded.message, "{err:?}");
     assert!(err.message.contains("ResourceExhausted"), "{err:?}");
-    // Where the external-attacher records the gRPC code, kcsi keeps it (8 = ResourceExhausted).
-    assert_eq!(err.grpc, recorded.error_code.unwrap_or(-1), "{err:?}");
+    // The driver's gRPC code, as the external-attacher recorded it: 8 = RESOURCE_EXHAUSTED.
+    assert_eq!(err.grpc, 8, "{err:?}");
+    assert_eq!(recorded.error_code, Some(8), "{recorded:?}");
 }
 
 #[test]
@@ -260,21 +261,55 @@ fn attach_without_an_external_attacher_times_out_transient_with_upstreams_messag
     let node = unique("ctl-none");
     let host = Host::controller(&api.kubeconfig);
     let spec = json!({"persistentVolume": {"metadata": {"name": "pv-nobody"}, "spec": {"csi": {"driver": "nobody.example.com", "volumeHandle": "vol-nobody"}}}});
-    let start = Instant::now();
     let err = host.attacher().attach(&spec, &node, 700).unwrap_err();
-    assert!(start.elapsed() >= Duration::from_millis(700));
     assert_eq!(err.result, KCSI_ERR_TIMEOUT, "{err:?}");
     assert_eq!(err.class, KCSI_CLASS_TRANSIENT, "{err:?}");
     assert_eq!(
         err.message,
         "timed out waiting for external-attacher of nobody.example.com CSI driver to attach volume vol-nobody"
     );
-    // The attachment stays for the sidecar; Detach of exactly this volume and node removes it.
+    // The attachment stays for the sidecar as nobody left it (not attached, no error); Detach
+    // of exactly this volume and node removes it.
     let name = kcsi::attachment_name("vol-nobody", "nobody.example.com", &node);
     let vas: Api<VolumeAttachment> = Api::all(admin().client.clone());
-    assert!(run(vas.get_opt(&name)).unwrap().is_some());
+    let va = run(vas.get_opt(&name))
+        .unwrap()
+        .expect("the VolumeAttachment stays");
+    assert!(
+        va.status
+            .as_ref()
+            .is_none_or(|s| !s.attached && s.attach_error.is_none()),
+        "{va:?}"
+    );
     host.attacher()
         .detach("nobody.example.com^vol-nobody", &node, 10_000)
+        .expect("detach");
+    assert!(run(vas.get_opt(&name)).unwrap().is_none());
+}
+
+#[test]
+fn attach_waits_on_the_attachment_it_created_until_it_is_marked_attached() {
+    let api = ApiServer::shared();
+    let node = unique("ctl-wait");
+    let host = Host::controller(&api.kubeconfig);
+    let spec = json!({"persistentVolume": {"metadata": {"name": "pv-wait"}, "spec": {"csi": {"driver": "nobody.example.com", "volumeHandle": "vol-wait"}}}});
+    let name = kcsi::attachment_name("vol-wait", "nobody.example.com", &node);
+    let vas: Api<VolumeAttachment> = Api::all(admin().client.clone());
+    let attacher = host.attacher();
+    let waiting = std::thread::spawn({
+        let node = node.clone();
+        move || attacher.attach(&spec, &node, 60_000)
+    });
+    // The test plays the external-attacher: once the attachment exists, it marks it attached.
+    common::wait_for("the VolumeAttachment", Duration::from_secs(30), || {
+        run(vas.get_opt(&name)).unwrap().is_some()
+    });
+    let attached = json!({"status": {"attached": true}});
+    run(vas.patch_status(&name, &PatchParams::default(), &Patch::Merge(&attached)))
+        .expect("mark the VolumeAttachment attached");
+    assert_eq!(waiting.join().unwrap().expect("attach"), name);
+    host.attacher()
+        .detach("nobody.example.com^vol-wait", &node, 10_000)
         .expect("detach");
     assert!(run(vas.get_opt(&name)).unwrap().is_none());
 }

@@ -95,10 +95,6 @@ fn last_publish(d: &DriverProcess) -> Value {
     d.last_request("NodePublishVolume")
 }
 
-fn is_mounted(path: &Path) -> bool {
-    kcsi::is_mount_point(path).unwrap()
-}
-
 fn vol_data(mount_path: &Path) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(mount_path.parent().unwrap().join("vol_data.json")).unwrap(),
@@ -126,7 +122,7 @@ fn filesystem_pv_is_published_written_measured_and_torn_down() {
             .join("pods/test-pod/volumes/kubernetes.io~csi/test-pv/mount")
     );
     m.set_up(None).unwrap();
-    assert!(is_mounted(&path));
+    assert!(is_mount_point(&path));
     let parent_mode = std::fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777;
     assert_eq!(parent_mode, 0o750);
 
@@ -187,7 +183,7 @@ fn filesystem_pv_is_published_written_measured_and_torn_down() {
     );
 
     node.tear_down("test-pv", POD_UID).unwrap();
-    assert!(!is_mounted(&path));
+    assert!(!is_mount_point(&path));
     assert!(
         !path.parent().unwrap().exists(),
         "mount dir and vol_data.json removed"
@@ -208,7 +204,7 @@ fn ephemeral_inline_volume_is_created_on_publish_and_removed_on_teardown() {
         .unwrap();
     m.set_up(None).unwrap();
     let path = m.path();
-    assert!(is_mounted(&path));
+    assert!(is_mount_point(&path));
     let handle = kcsi::ephemeral_volume_handle(POD_UID, "test-vol");
     assert_eq!(
         handle,
@@ -703,7 +699,7 @@ fn deregistered_driver_is_transient() {
     v.node.deregister(DRIVER);
     let err = v.node.tear_down("pv-dereg", POD_UID).unwrap_err();
     assert_eq!(err.class, KCSI_CLASS_TRANSIENT);
-    assert!(is_mounted(&v.m.path()), "nothing changed");
+    assert!(is_mount_point(&v.m.path()), "nothing changed");
     v.node.register_driver(&v.driver);
     v.node.tear_down("pv-dereg", POD_UID).unwrap();
 }
@@ -729,7 +725,7 @@ fn final_publish_error_removes_dir_and_volume_data() {
 }
 
 #[test]
-fn final_publish_error_keeps_dir_that_is_mounted() {
+fn final_publish_error_keeps_dir_that_is_mount_point() {
     let v = Volume::new(
         DriverProcess::faulty_unstaged("node-1", &["--fail-rpc=NodePublishVolume=9"]),
         no_attach(json!({})),
@@ -745,7 +741,7 @@ fn final_publish_error_keeps_dir_that_is_mounted() {
     assert!(status.success());
     let err = v.m.set_up(None).unwrap_err();
     assert_eq!(err.class, KCSI_CLASS_FINAL);
-    assert!(is_mounted(&v.m.path()));
+    assert!(is_mount_point(&v.m.path()));
     assert_eq!(
         vol_data(&v.m.path())["volumeHandle"],
         v.handle.as_str(),
@@ -772,7 +768,7 @@ fn teardown_failure_is_final_and_keeps_dir_until_a_retry_succeeds() {
         "{}",
         err.message
     );
-    assert!(is_mounted(&v.m.path()));
+    assert!(is_mount_point(&v.m.path()));
     assert!(v.m.path().parent().unwrap().join("vol_data.json").exists());
     v.node.tear_down("pv-td", POD_UID).unwrap();
     assert!(!v.m.path().parent().unwrap().exists());
@@ -896,7 +892,7 @@ fn reconstruction_and_teardown_work_from_a_fresh_host() {
 
     second.tear_down("pv-r", POD_UID).unwrap();
     second.tear_down("eph", POD_UID).unwrap();
-    assert!(!is_mounted(&pv_path) && !is_mounted(&inline_path));
+    assert!(!is_mount_point(&pv_path) && !is_mount_point(&inline_path));
     assert!(!pv_path.parent().unwrap().exists() && !inline_path.parent().unwrap().exists());
     driver.unstage(&handle, &staging);
 }
@@ -946,7 +942,7 @@ fn many_volumes_set_up_and_tear_down_concurrently_through_one_host() {
                 let (name, uid) = (format!("pv-c{i}"), format!("pod-{}", i % 3));
                 let m = node.mounter(&pv_spec(&name, handle), &pod(&uid)).unwrap();
                 m.set_up(None).unwrap();
-                assert!(is_mounted(&m.path()));
+                assert!(is_mount_point(&m.path()));
                 m.metrics().unwrap();
                 node.tear_down(&name, &uid).unwrap();
                 assert!(!m.path().parent().unwrap().exists());

@@ -200,6 +200,31 @@ impl ApiServer {
             .collect()
     }
 
+    /// A kubeconfig in `dir` whose requests the API server runs as user `user` (the admin
+    /// impersonating it, in group system:masters), so the audit log tells that client's
+    /// requests from all others ([`ApiServer::audit_events_as`]).
+    pub fn kubeconfig_as(&self, dir: &Path, user: &str) -> PathBuf {
+        let mut kubeconfig =
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read the kubeconfig");
+        for named in &mut kubeconfig.auth_infos {
+            let auth = named.auth_info.as_mut().expect("the kubeconfig's user");
+            auth.impersonate = Some(user.to_string());
+            auth.impersonate_groups = Some(vec!["system:masters".to_string()]);
+        }
+        let path = dir.join(format!("kubeconfig-{user}"));
+        // JSON is YAML: any kubeconfig reader takes it.
+        std::fs::write(&path, serde_json::to_string(&kubeconfig).unwrap())
+            .expect("write the kubeconfig");
+        path
+    }
+
+    /// The audit events of the requests made as `user` through [`ApiServer::kubeconfig_as`].
+    pub fn audit_events_as(&self, user: &str) -> Vec<serde_json::Value> {
+        let mut events = self.audit_events();
+        events.retain(|e| e["impersonatedUser"]["username"] == user);
+        events
+    }
+
     /// Stops only kube-apiserver (etcd and the port stay), as an outage.
     pub fn stop_apiserver(&self) {
         let out = self.script("stop-apiserver");

@@ -7,6 +7,7 @@ pub mod apiserver;
 pub mod capi;
 pub mod driver;
 pub mod chost;
+pub mod mountinfo;
 pub mod plugin_peers;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub use driver::{block_capability, mount_capability, DriverProcess};
+pub use mountinfo::{is_mount_point, mounts_below};
 
 /// The driver name the hostpath driver (and the fault driver) serve in these tests.
 pub const DRIVER: &str = "hostpath.csi.k8s.io";
@@ -67,11 +69,6 @@ pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) 
 /// A standalone kcsi host config rooted at `root`.
 pub fn host_config(root: &Path, node: &str) -> String {
     serde_json::json!({"nodeName": node, "rootDir": root}).to_string()
-}
-
-/// Mount points at or below `dir`, deepest first.
-pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
-    kcsi::mounts_below(dir).expect("read the mount table")
 }
 
 /// Unmounts everything mounted at or below `dir`, deepest first, so no test leaves a mount.
