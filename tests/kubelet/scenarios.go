@@ -173,6 +173,7 @@ const podTimeout = 90 * time.Second
 // "deleted". between runs while the pod runs.
 func (n *node) runPod(ctx context.Context, o *observation, pod *v1.Pod, handles map[string]string, between func(*v1.Pod, *normalizer) error) error {
 	m := n.mark()
+	start := m
 	pod, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		return err
@@ -201,6 +202,14 @@ func (n *node) runPod(ctx context.Context, o *observation, pod *v1.Pod, handles 
 		}
 	}
 	n.snapshot(ctx, o, "deleted:", m, z)
+	// A timer's requests land between the snapshots too (while the suite waits): their
+	// buckets over the pod's whole life bound them.
+	calls, err := n.allCallsSince(start)
+	if err != nil {
+		o.fail("pod lifetime: the drivers' requests", err)
+	}
+	_, counts := z.callLines(calls)
+	bucketKeys(o, "pod lifetime:", counts, time.Since(start.at))
 	return nil
 }
 
