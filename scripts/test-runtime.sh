@@ -1,92 +1,135 @@
 #!/usr/bin/env bash
-# Runtime suite: `kcsi volume-plugin` as the real Podman uses it (Debian's podman, installed
-# with apt-get when missing), in front of the real csi-driver-host-path. Podman runs on a
-# private containers.conf, storage root and runroot under a temp dir, so the machine's own
-# config and storage are never read or touched. Containers cannot run in this sandbox (crun
-# may not set rlimits), so `podman volume mount` is the mount path, as it is for a container.
-# Every driver call is asserted from the driver's own log; nothing is left behind.
+# Runtime suite: real containers on `kcsi volume-plugin` volumes, run by Debian's dockerd and by
+# Podman (both with runc), in front of the real csi-driver-host-path. dockerd runs on a private
+# data root, exec root and socket, Podman on a private containers.conf and storage, so the
+# machine's own daemons, config and storage are never read or touched; dockerd finds the plugin
+# through a spec file in /etc/docker/plugins, removed at the end. The image is a tar of
+# busybox-static, imported (no registry). Every NodeStage/NodePublish and its undoing is
+# asserted from the driver's own log and state, and the mount table; nothing is left behind.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "the runtime suite mounts volumes: run as root" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "the runtime suite runs containers and mounts volumes: run as root" >&2; exit 2; }
 
-if ! command -v podman >/dev/null; then
-  echo "--- installing podman (apt-get)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman; } \
-    >/dev/null || { echo "cannot install podman" >&2; exit 1; }
+installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+missing=()
+for pkg in podman docker.io runc busybox-static; do installed "$pkg" || missing+=("$pkg"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "--- installing ${missing[*]} (apt-get)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
+    >/dev/null || { echo "cannot install ${missing[*]}" >&2; exit 1; }
 fi
 scripts/peers/path.sh hostpath >/dev/null 2>&1 || scripts/peers/build.sh hostpath || exit 1
 HOSTPATH=$(scripts/peers/path.sh hostpath)
 cargo build --quiet --release -p kcsi-cli --bin kcsi || exit 1
 KCSI=$PWD/target/release/kcsi
-echo "--- $(podman --version), hostpath $("$HOSTPATH" --version 2>&1 | head -1)"
+# Debian's client, the one matching its dockerd (another docker client may come first in PATH).
+DOCKER=/usr/bin/docker DOCKERD=/usr/sbin/dockerd
 
 D=$(mktemp -d /tmp/kcsi-rt-XXXXXX)
-SOCK=$D/kcsi.sock CSI=$D/csi.sock ROOT=$D/root STATE=$D/state
-[ -e /run/containers ] && had_run_containers=1 || had_run_containers=0
-PLUGIN='' DRIVER=''
+SOCK=$D/kcsi.sock CSI=$D/csi.sock ROOT=$D/root STATE=$D/state DSOCK=$D/docker.sock
+# The plugin's name for both runtimes, unique to this run: its spec file is machine-wide.
+NAME=kcsi-rt-${D##*-}
+SPEC=/etc/docker/plugins/$NAME.spec
+IMG=kcsi-busybox
+export DOCKER_HOST=unix://$DSOCK DOCKER_CONFIG=$D/docker-client
+export CONTAINERS_CONF=$D/containers.conf CONTAINERS_STORAGE_CONF=$D/storage.conf
+# What dockerd, Podman and runc make outside their roots, removed at the end if this run made
+# it: directories (Podman's blob cache, run dirs), the spec file's, and cgroups.
+made_dirs=() made_cgroups=()
+for p in /run/docker /run/containers /var/lib/containers /etc/docker/plugins; do
+  [ -e "$p" ] || made_dirs+=("$p")
+done
+for p in /sys/fs/cgroup/ /sys/fs/cgroup/*/; do
+  for n in docker libpod_parent; do [ -e "$p$n" ] || made_cgroups+=("$p$n"); done
+done
+PLUGIN='' DRIVER='' DOCKERD_PID=''
 
 stop_plugin() {
   [ -n "$PLUGIN" ] || return 0
   kill -"${1:-TERM}" "$PLUGIN" 2>/dev/null; wait "$PLUGIN" 2>/dev/null; PLUGIN=''
 }
+stop_dockerd() {
+  [ -n "$DOCKERD_PID" ] || return 0
+  kill "$DOCKERD_PID" 2>/dev/null; wait "$DOCKERD_PID" 2>/dev/null; DOCKERD_PID=''
+}
 cleanup() {
+  exec 3>&-
+  [ -n "$DOCKERD_PID" ] && $DOCKER ps -aq | xargs -r $DOCKER rm -f >/dev/null 2>&1
+  podman rm -f -a -t 0 >/dev/null 2>&1
+  stop_dockerd
+  # What dockerd's containerd still runs on this run's sockets (after a dockerd that died).
+  for f in $(grep -lsF "$D/dexec/" /proc/[0-9]*/cmdline); do
+    f=${f#/proc/}; kill -9 "${f%/cmdline}" 2>/dev/null
+  done
   stop_plugin
   [ -n "$DRIVER" ] && { kill "$DRIVER" 2>/dev/null; wait "$DRIVER" 2>/dev/null; }
+  rm -f "$SPEC"
   findmnt -rn -o TARGET | grep "^$D/" | sort -r | xargs -r -n1 umount -l
-  # Podman's netavark makes /run/containers/networks even for volume commands.
-  [ "$had_run_containers" = 0 ] && rmdir /run/containers/networks /run/containers 2>/dev/null
+  rm -rf "${made_dirs[@]}"
+  for c in "${made_cgroups[@]}"; do
+    [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
   rm -rf "$D"
 }
 trap cleanup EXIT
 
-cat >"$D/containers.conf" <<EOF
-[engine]
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-events_logfile_path = "$D/podman/events.log"
-lock_type = "file"
-tmp_dir = "$D/podman/tmp"
-static_dir = "$D/podman/libpod"
-volume_path = "$D/podman/volumes"
+# The driver's own record: its log has one gRPCCall line per call (request, response, error),
+# its state.json each volume's staging and publish paths. A call line it cannot read fails.
+cat >"$D/driver.py" <<'EOF'
+import json, sys
+log, state, prefix, what, *args = sys.argv[1:]
 
-[network]
-network_config_dir = "$D/podman/networks"
+def calls():
+    for n, line in enumerate(open(log, errors="replace"), 1):
+        _, sep, record = line.partition("gRPCCall: ")
+        if sep:
+            try:
+                yield json.loads(record)
+            except ValueError as e:
+                sys.exit(f"{log}:{n}: not a gRPCCall record ({e}): {line!r}")
 
-[engine.volume_plugins]
-kcsi = "$SOCK"
+def ok(method):
+    return [c for c in calls() if c["Method"].endswith("/" + method) and not c["Error"]]
+
+def handles(name):  # the ids CreateVolume gave the plugin's volume NAME
+    return {c["Response"]["volume"]["volume_id"] for c in ok("CreateVolume")
+            if c["Request"]["name"] == prefix + name}
+
+def of(name, method):  # successful calls of METHOD on volume NAME
+    ids = handles(name)
+    return [c["Request"] for c in ok(method)
+            if c["Request"].get("volume_id") in ids or c["Request"].get("name") == prefix + name]
+
+def volumes():
+    with open(state) as f:
+        return json.load(f).get("Volumes") or []
+
+if what == "handle":  # NAME
+    print(*sorted(handles(args[0])))
+elif what == "node":  # NAME: NodeStage/NodePublish/NodeUnpublish/NodeUnstage calls
+    print("/".join(str(len(of(args[0], m))) for m in (
+        "NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume", "NodeUnstageVolume")))
+elif what == "count":  # METHOD
+    print(len(ok(args[0])))
+elif what == "field":  # METHOD NAME KEY...: a field of the last request on NAME
+    r = of(args[1], args[0])[-1]
+    for k in args[2:]:
+        r = r[k]
+    print(r)
+elif what in ("Published", "Staged"):  # name:paths of each volume with any, sorted
+    print(" ".join(sorted(f'{v["VolName"].removeprefix(prefix)}:{len(v[what])}'
+                          for v in volumes() if v.get(what))))
+elif what == "paths":  # every publish path
+    print("\n".join(sorted(p for v in volumes() for p in v.get("Published") or [])))
+elif what == "failed":  # calls that failed
+    for c in calls():
+        if c["Error"]:
+            print(c["Method"], c["Error"])
 EOF
-cat >"$D/storage.conf" <<EOF
-[storage]
-driver = "vfs"
-graphroot = "$D/podman/storage"
-runroot = "$D/podman/run"
-EOF
-export CONTAINERS_CONF=$D/containers.conf CONTAINERS_STORAGE_CONF=$D/storage.conf
-
-"$HOSTPATH" --endpoint="unix://$CSI" --nodeid=kcsi-node --statedir="$STATE" -v=5 \
-  >"$D/driver.log" 2>&1 &
-DRIVER=$!
-
-start_plugin() {
-  "$KCSI" volume-plugin --endpoint "unix://$CSI" --name kcsi --root "$ROOT" --listen "$SOCK" \
-    2>>"$D/plugin.log" &
-  PLUGIN=$!
-  for _ in $(seq 200); do
-    api /Plugin.Activate '{}' >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "the plugin did not come up:"; cat "$D/plugin.log"; exit 1
-}
-# One call of the plugin's protocol, as the runtime makes it.
+drv() { python3 "$D/driver.py" "$D/driver.log" "$STATE/state.json" "$NAME-" "$@"; }
+# One call of the plugin's protocol, as a runtime makes it.
 api() { curl -sS --fail-with-body --unix-socket "$SOCK" -X POST -d "$2" "http://plugin$1"; }
-# How often the driver was called for a CSI method (its log has one gRPCCall line per call).
-calls() { grep -c "gRPCCall: {\"Method\":\"/csi.v1.[A-Za-z]*/$1\"" "$D/driver.log"; }
-handle() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["volumeHandle"])' \
-  "$ROOT/volumes/$1.json"; }
-mountpoint_of() { podman volume inspect --format '{{.Mountpoint}}' "$1"; }
-plugin_path() { api /VolumeDriver.Path "{\"Name\": \"$1\"}" |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["Mountpoint"])'; }
-mounted() { findmnt -rn -o TARGET | grep -c "^$ROOT/"; }
+mounted() { findmnt -rn -o TARGET | grep "^$ROOT/" | sort; }
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 failed=0
@@ -95,102 +138,225 @@ check() {
   if "$@"; then echo "PASS $what"; else echo "FAIL $what"; failed=$((failed + 1)); fi
 }
 is() { [ "$1" = "$2" ] || { echo "  got '$1', want '$2'"; return 1; }; }
-differ() { [ -n "$2" ] && [ "$1" != "$2" ] || { echo "  '$1' vs '$2'"; return 1; }; }
 has() { case "$1" in *"$2"*) ;; *) echo "  '$2' not in: $1"; return 1 ;; esac; }
+# Exactly these volumes are in use (name:publishes, as the driver records them), and the
+# mount table holds exactly the driver's publish paths below the plugin's root.
+in_use() { is "$(drv Published)" "$1" && is "$(mounted)" "$(drv paths)"; }
+# NodeStage/NodePublish/NodeUnpublish/NodeUnstage calls on volume $1 are $2, and in_use $3.
+node() { is "$(drv node "$1")" "$2" && in_use "$3"; }
 
+"$HOSTPATH" --endpoint="unix://$CSI" --nodeid=kcsi-node --statedir="$STATE" -v=5 \
+  >"$D/driver.log" 2>&1 &
+DRIVER=$!
 for _ in $(seq 200); do [ -S "$CSI" ] && break; sleep 0.05; done
+
+start_plugin() {
+  "$KCSI" volume-plugin --endpoint "unix://$CSI" --name "$NAME" --root "$ROOT" --listen "$SOCK" \
+    2>>"$D/plugin.log" &
+  PLUGIN=$!
+  for _ in $(seq 200); do
+    api /Plugin.Activate '{}' >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "the plugin did not come up:"; cat "$D/plugin.log"; exit 1
+}
+# The trust key dockerd 20.10 would write to /etc/docker/key.json goes to the run's dir.
+echo "{\"deprecated-key-path\": \"$D/docker-key.json\"}" >"$D/daemon.json"
+start_dockerd() {
+  "$DOCKERD" --config-file "$D/daemon.json" --data-root "$D/docker" --exec-root "$D/dexec" \
+    --pidfile "$D/docker.pid" -H "unix://$DSOCK" \
+    --storage-driver vfs --iptables=false --ip6tables=false --bridge=none --live-restore \
+    >>"$D/dockerd.log" 2>&1 &
+  DOCKERD_PID=$!
+  for _ in $(seq 300); do
+    $DOCKER version >/dev/null 2>&1 && return 0
+    kill -0 "$DOCKERD_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "dockerd did not come up:"; tail -20 "$D/dockerd.log"; exit 1
+}
+
+# This machine's root may not raise rlimits (no CAP_SYS_RESOURCE), which Podman does by default;
+# crun fails on its cgroup layout, runc does not.
+cat >"$D/containers.conf" <<EOF
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+netns = "none"
+
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "$D/podman/events.log"
+lock_type = "file"
+runtime = "runc"
+tmp_dir = "$D/podman/tmp"
+static_dir = "$D/podman/libpod"
+volume_path = "$D/podman/volumes"
+
+[network]
+network_config_dir = "$D/podman/networks"
+
+[engine.volume_plugins]
+$NAME = "$SOCK"
+EOF
+cat >"$D/storage.conf" <<EOF
+[storage]
+driver = "vfs"
+graphroot = "$D/podman/storage"
+runroot = "$D/podman/run"
+EOF
+
+# Podman reads the docker client's config too: both get an empty one.
+mkdir -p "$DOCKER_CONFIG" && echo '{}' >"$DOCKER_CONFIG/config.json"
 start_plugin
+mkdir -p /etc/docker/plugins && echo "unix://$SOCK" >"$SPEC"
+start_dockerd
+mkdir -p "$D/image/bin"
+cp /bin/busybox "$D/image/bin/"
+for a in sh cat sleep; do ln -s busybox "$D/image/bin/$a"; done
+tar -C "$D/image" -cf "$D/busybox.tar" .
+$DOCKER import "$D/busybox.tar" $IMG >/dev/null || exit 1
+podman import "$D/busybox.tar" $IMG >/dev/null 2>&1 || exit 1
+echo "--- $($DOCKERD --version), $(podman --version), $(runc --version | head -1), hostpath $("$HOSTPATH" --version 2>&1 | head -1)"
+# A container that runs until stopped, and stops at once.
+LONG='trap "exit 0" TERM; sleep 1000 & wait'
 
-echo "--- create, mount, write, unmount, rm"
-t=$(date +%s%N); out=$(podman volume create --driver kcsi -o size=1Gi data 2>&1); t_create=$(ms "$t")
-check "podman volume create --driver kcsi -o size=1Gi data" is "$out" data
-check "CreateVolume once, 1 GiB" is "$(calls CreateVolume)/$(grep 'gRPCCall: ' "$D/driver.log" |
-  grep -c '"capacity_range":{"required_bytes":1073741824}')" 1/1
-check "podman volume inspect names the kcsi driver" \
-  is "$(podman volume inspect --format '{{.Driver}}' data)" kcsi
-# Podman 4.3 prints an empty line for a plugin's volume; inspect shows where it is mounted.
-t=$(date +%s%N); podman volume mount data >/dev/null; t_mount=$(ms "$t")
-mp=$(mountpoint_of data)
-check "the mountpoint is the volume's publish path" has "$mp" "$ROOT/kubelet/pods/"
-check "the mountpoint is mounted" findmnt "$mp" >/dev/null
-echo "hello from podman" >"$mp/hello.txt"
-h=$(handle data)
-check "the bytes are in the driver's volume" is "$(cat "$STATE/$h/hello.txt")" "hello from podman"
-check "one NodeStage, one NodePublish" is "$(calls NodeStageVolume)/$(calls NodePublishVolume)" 1/1
-check "podman's mountpoint is the plugin's Path" is "$(plugin_path data)" "$mp"
-t=$(date +%s%N); podman volume unmount data >/dev/null; t_unmount=$(ms "$t")
-check "unmounted: NodeUnpublish, NodeUnstage" \
-  is "$(calls NodeUnpublishVolume)/$(calls NodeUnstageVolume)/$(mounted)" 1/1/0
-t=$(date +%s%N); podman volume rm data >/dev/null; t_rm=$(ms "$t")
-check "rm: DeleteVolume, the driver's volume and the description gone" \
-  is "$(calls DeleteVolume)/$([ -e "$STATE/$h" ] && echo kept || echo gone)/$(ls "$ROOT/volumes")" 1/gone/
+echo "--- docker run -v, the volume created on first use with --volume-driver"
+t=$(date +%s%N)
+out=$($DOCKER run --rm --network none --volume-driver "$NAME" -v first:/data $IMG \
+  sh -c 'echo from docker >/data/f; cat /data/f' 2>&1)
+t_docker_first=$(ms "$t")
+check "docker run --volume-driver -v first:/data wrote /data" is "$out" "from docker"
+check "the bytes are in the driver's volume" is "$(cat "$STATE/$(drv handle first)/f" 2>&1)" "from docker"
+check "first: one NodeStage, NodePublish, NodeUnpublish, NodeUnstage; nothing in use" \
+  node first 1/1/1/1 ""
 
-echo "--- two mounts of one volume: one stage, two publishes"
-podman volume create --driver kcsi -o size=16Mi twice >/dev/null
-podman volume mount twice >/dev/null; a=$(mountpoint_of twice)
-podman volume mount twice >/dev/null
-check "podman counts its own second mount (no second Mount call)" \
-  is "$(podman volume inspect --format '{{.MountCount}}' twice)/$(calls NodePublishVolume)" 2/2
-b=$(api /VolumeDriver.Mount '{"Name": "twice", "ID": "another-container"}' |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["Mountpoint"])')
-check "a second caller gets its own publish" differ "$a" "$b"
-check "one NodeStage, two NodePublish, two mounts" \
-  is "$(calls NodeStageVolume)/$(calls NodePublishVolume)/$(mounted)" 2/3/2
-echo shared >"$a/f"
-check "both callers see the same bytes" is "$(cat "$b/f")" shared
-podman volume unmount twice >/dev/null; podman volume unmount twice >/dev/null
-check "podman's last unmount unpublishes its caller only" \
-  is "$(calls NodeUnpublishVolume)/$(calls NodeUnstageVolume)/$(mounted)" 2/1/1
-api /VolumeDriver.Unmount '{"Name": "twice", "ID": "another-container"}' >/dev/null
-check "the last caller's unmount unstages" \
-  is "$(calls NodeUnpublishVolume)/$(calls NodeUnstageVolume)/$(mounted)" 3/2/0
-podman volume rm twice >/dev/null
+echo "--- docker run --mount type=volume with volume-driver and volume-opt"
+out=$($DOCKER run --rm --network none \
+  --mount "type=volume,source=opts,target=/data,volume-driver=$NAME,volume-opt=size=8Mi,volume-opt=tier=gold" \
+  $IMG sh -c 'echo with opts >/data/f; cat /data/f' 2>&1)
+check "docker run --mount ... volume-opt wrote /data" is "$out" "with opts"
+check "CreateVolume asked for 8 MiB" is "$(drv field CreateVolume opts capacity_range required_bytes)" 8388608
+check "NodePublish carried tier=gold" is "$(drv field NodePublishVolume opts volume_context tier)" gold
+check "the bytes are in the driver's volume" is "$(cat "$STATE/$(drv handle opts)/f" 2>&1)" "with opts"
+check "opts: set up and torn down once; nothing in use" node opts 1/1/1/1 ""
 
-echo "--- plugin SIGKILLed while mounted, restarted"
-podman volume create --driver kcsi -o size=8Mi survivor >/dev/null
-podman volume mount survivor >/dev/null; mp=$(mountpoint_of survivor)
-echo before >"$mp/f"
+echo "--- two running docker containers on one volume: exec, cp, stop, start, restart"
+$DOCKER volume create --driver "$NAME" -o size=16Mi shared >/dev/null
+$DOCKER run -d --name c1 --network none -v shared:/data $IMG sh -c "$LONG" >/dev/null
+$DOCKER run -d --name c2 --network none --mount type=volume,source=shared,target=/data $IMG \
+  sh -c "$LONG" >/dev/null
+check "two containers share one NodeStage, one NodePublish each" node shared 1/2/0/0 shared:2
+check "and one staging" is "$(drv Staged)" shared:1
+h=$(drv handle shared)
+$DOCKER exec c1 sh -c 'echo from exec >/data/e'
+check "docker exec wrote into the driver's volume" is "$(cat "$STATE/$h/e" 2>&1)" "from exec"
+check "c2 reads what c1 wrote" is "$($DOCKER exec c2 cat /data/e 2>&1)" "from exec"
+echo "copied in" >"$D/in.txt"
+$DOCKER cp "$D/in.txt" c1:/data/in.txt
+check "docker cp into a running container: the bytes are in the driver's volume" \
+  is "$(cat "$STATE/$h/in.txt" 2>&1)" "copied in"
+$DOCKER cp c1:/data/e "$D/out.txt"
+check "docker cp out of it" is "$(cat "$D/out.txt" 2>&1)" "from exec"
+check "docker cp unpublished nothing (it nests a Mount and an Unmount)" node shared 1/2/0/0 shared:2
+check "c1 still reads its volume" is "$($DOCKER exec c1 cat /data/in.txt 2>&1)" "copied in"
+$DOCKER stop c2 >/dev/null
+check "docker stop c2: its publish goes, c1's stays" node shared 1/2/1/0 shared:1
+$DOCKER start c2 >/dev/null
+check "docker start c2: published again" node shared 1/3/1/0 shared:2
+$DOCKER restart c2 >/dev/null
+check "docker restart c2: unpublished and published again" node shared 1/4/2/0 shared:2
+
+echo "--- the plugin SIGKILLed under running containers, restarted"
+t=$(date +%s%N)
 stop_plugin KILL
-check "the volume stays mounted while the plugin is down" findmnt "$mp" >/dev/null
-t=$(date +%s%N); start_plugin; t_restart=$(ms "$t")
-check "the restarted plugin found the mount on disk" \
-  has "$(cat "$D/plugin.log")" "found volume survivor published for"
-check "the restarted plugin's Path is podman's mountpoint" is "$(plugin_path survivor)" "$mp"
-podman volume unmount survivor >/dev/null
-check "unmount after the restart: NodeUnpublish, NodeUnstage, no mount" \
-  is "$(calls NodeUnpublishVolume)/$(calls NodeUnstageVolume)/$(mounted)" 4/3/0
-h=$(handle survivor)
-podman volume rm survivor >/dev/null
-check "rm after the restart deletes the volume" \
-  is "$(calls DeleteVolume)/$([ -e "$STATE/$h" ] && echo kept || echo gone)" 3/gone
+start_plugin
+t_restart=$(ms "$t")
+echo "after the kill" >"$D/held.txt"
+$DOCKER cp "$D/held.txt" c1:/data/held.txt
+check "docker cp after the restart: the bytes are in the driver's volume" \
+  is "$(cat "$STATE/$h/held.txt" 2>&1)" "after the kill"
+check "its nested Mount and Unmount left c1's publish" node shared 1/4/2/0 shared:2
 
-echo "--- bad options are refused with a clear Err"
-out=$(podman volume create --driver kcsi -o size=lots bad 2>&1)
-check "size=lots: podman fails with kcsi's message" has "$out" 'option size="lots" is not valid'
-check "size=lots: and kcsi's class" has "$out" "kcsi InvalidArgument, class final"
-out=$(podman volume create --driver kcsi -o size=1Gi -o volumeHandle=x bad 2>&1)
+# After a live-restore, dockerd 20.10 forgets its Mount count: a docker cp then drops the
+# container's mount ID, its last Unmount never comes and the publish stays. No cp after this.
+echo "--- dockerd restarted under live containers (live-restore)"
+pid1=$($DOCKER inspect -f '{{.State.Pid}}' c1)
+t=$(date +%s%N)
+stop_dockerd
+check "c1 outlives dockerd" kill -0 "$pid1"
+start_dockerd
+t_dockerd=$(ms "$t")
+check "the same c1 runs after dockerd's restart" is "$($DOCKER inspect -f '{{.State.Pid}}' c1)" "$pid1"
+check "dockerd's restart unpublished nothing" node shared 1/4/2/0 shared:2
+check "c1 still reads its volume" is "$($DOCKER exec c1 cat /data/e 2>&1)" "from exec"
+
+echo "--- docker rm -f of the running containers, docker volume rm"
+$DOCKER rm -f c1 c2 >/dev/null
+check "removal unpublished both, then unstaged; nothing mounted" node shared 1/4/4/1 ""
+check "nothing staged" is "$(drv Staged)" ""
+handles="$(drv handle first) $(drv handle opts) $h"
+$DOCKER volume rm first opts shared >/dev/null
+check "docker volume rm: DeleteVolume for each, the driver's volumes gone" \
+  is "$(drv count DeleteVolume)/$(cd "$STATE" && ls -d $handles 2>/dev/null)" 3/
+
+echo "--- podman run -v and --mount type=volume on a kcsi volume"
+# Podman 4.3 takes no volume-driver in --mount and no --volume-driver: the volume comes first.
+podman volume create --driver "$NAME" -o size=16Mi pod >/dev/null
+t=$(date +%s%N)
+out=$(podman run --rm -v pod:/data $IMG sh -c 'echo from podman >/data/f; cat /data/f' 2>&1)
+t_podman=$(ms "$t")
+check "podman run -v pod:/data wrote /data" is "$out" "from podman"
+h=$(drv handle pod)
+check "the bytes are in the driver's volume" is "$(cat "$STATE/$h/f" 2>&1)" "from podman"
+check "pod: set up and torn down once; nothing in use" node pod 1/1/1/1 ""
+out=$(podman run --rm --mount type=volume,source=pod,target=/data $IMG cat /data/f 2>&1)
+check "podman run --mount type=volume reads it" is "$out" "from podman"
+check "and set up and tore it down once more" node pod 2/2/2/2 ""
+
+echo "--- two running podman containers on one volume; the plugin SIGKILLed under them"
+podman run -d --name p1 -v pod:/data $IMG sh -c "$LONG" >/dev/null
+podman run -d --name p2 -v pod:/data $IMG sh -c "$LONG" >/dev/null
+check "podman mounts the volume once for both: one NodeStage, one NodePublish" node pod 3/3/2/2 pod:1
+stop_plugin KILL
+start_plugin
+podman exec p2 sh -c 'echo after the kill >/data/k'
+check "podman exec writes into the driver's volume after the plugin's restart" \
+  is "$(cat "$STATE/$h/k" 2>&1)" "after the kill"
+podman stop p1 >/dev/null
+check "podman stop p1: p2 keeps the volume" node pod 3/3/2/2 pod:1
+podman stop p2 >/dev/null
+check "podman stop p2: the restarted plugin unpublished and unstaged it" node pod 3/3/3/3 ""
+podman rm p1 p2 >/dev/null
+
+echo "--- bad options are refused with a clear Err, by both runtimes"
+out=$($DOCKER volume create --driver "$NAME" -o size=lots bad 2>&1)
+check "docker: size=lots fails with kcsi's class" has "$out" "kcsi InvalidArgument, class final"
+out=$(podman volume create --driver "$NAME" -o size=lots bad 2>&1)
+check "podman: size=lots fails with kcsi's message" has "$out" 'option size="lots" is not valid: '
+check "and kcsi's class" has "$out" "kcsi InvalidArgument, class final"
+out=$(podman volume create --driver "$NAME" -o size=1Gi -o volumeHandle=x bad 2>&1)
 check "size with volumeHandle: refused" has "$out" "exclude each other"
-out=$(podman volume create --driver kcsi -o block=maybe bad 2>&1)
+out=$(podman volume create --driver "$NAME" -o block=maybe bad 2>&1)
 check "block=maybe: refused" has "$out" "true or false"
-check "nothing was created" is "$(calls CreateVolume)/$(ls "$ROOT/volumes")/$(podman volume ls -q)" 3//
+check "nothing was created" is "$(drv count CreateVolume)/$(podman volume ls -q)" 4/pod
 
-echo "--- podman volume ls matches the plugin's list"
-podman volume create --driver kcsi -o size=1Mi one >/dev/null
-podman volume create --driver kcsi -o size=1Mi two >/dev/null
-# A volume another runtime (Docker) made through the same socket appears after a reload.
-api /VolumeDriver.Create '{"Name": "from-docker", "Opts": {"size": "1Mi"}}' >/dev/null
+echo "--- a volume docker made is podman's too"
+$DOCKER volume create --driver "$NAME" -o size=1Mi from-docker >/dev/null
 podman volume reload >/dev/null
-plugin_list=$(api /VolumeDriver.List '' |
-  python3 -c 'import json,sys; print(" ".join(sorted(v["Name"] for v in json.load(sys.stdin)["Volumes"])))')
-podman_list=$(podman volume ls --filter driver=kcsi --format '{{.Name}}' | sort | xargs)
-check "podman volume ls = the plugin's List" is "$podman_list" "$plugin_list"
-check "three volumes" is "$plugin_list" "from-docker one two"
-for v in one two from-docker; do podman volume rm "$v" >/dev/null; done
-check "all removed" is "$(ls "$ROOT/volumes")/$(calls DeleteVolume)/$(podman volume ls -q)" /6/
+check "podman volume ls = the plugin's List = the driver's volumes" \
+  is "$(podman volume ls --filter driver="$NAME" --format '{{.Name}}' | sort | xargs)/$(
+    api /VolumeDriver.List '' | python3 -c 'import json,sys; print(*sorted(v["Name"] for v in json.load(sys.stdin)["Volumes"]))')/$(
+    python3 -c 'import json,sys; print(*sorted(v["VolName"] for v in json.load(open(sys.argv[1]))["Volumes"]))' "$STATE/state.json")" \
+  "from-docker pod/from-docker pod/$NAME-from-docker $NAME-pod"
+podman volume rm pod >/dev/null
+$DOCKER volume rm from-docker >/dev/null
+check "all removed" is "$(drv count DeleteVolume)/$(ls "$STATE" | grep -vx state.json)" 5/
 
 stop_plugin
 check "the plugin removed its socket on SIGTERM" [ ! -e "$SOCK" ]
-check "no mount left" is "$(mounted)" 0
-echo "--- figures (ms, through podman): create $t_create, mount $t_mount, unmount $t_unmount, rm $t_rm; plugin restart to serving $t_restart"
+check "no mount left" is "$(mounted)" ""
+check "no driver call failed" is "$(drv failed)" ""
+echo "--- figures (ms): docker run --rm creating a kcsi volume $t_docker_first, podman run --rm on one $t_podman; dockerd restart $t_dockerd; plugin SIGKILL to serving again $t_restart"
 echo "runtime: $([ "$failed" = 0 ] && echo ok || echo "FAILED: $failed check(s)")"
 [ "$failed" = 0 ]

@@ -1,7 +1,8 @@
 //! `kcsi volume-plugin` through its HTTP API (the Docker volume plugin protocol, as Docker and
 //! Podman call it) against the real csi-driver-host-path: one stage and one publish per
-//! caller, serialised calls, restart after SIGKILL, and bad input answered with a clear `Err`
-//! without touching the state on disk. Every test checks no mount is left.
+//! caller, Mount calls counted per caller, serialised calls, restart after SIGKILL with the
+//! counts kept, and bad input answered with a clear `Err` without touching the state on disk.
+//! Every test checks no mount is left.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -244,9 +245,11 @@ fn two_callers_share_one_stage_and_get_one_publish_each() {
     for m in [&a, &b] {
         assert!(mounted.contains(m), "{m:?} in {mounted:?}");
     }
-    // The same caller again is the same publish.
+    // The same caller again is the same publish, counted: Docker's `docker cp` does this.
     assert_eq!(p.mount("data", "container-a"), a);
     assert_eq!(p.calls("NodePublishVolume"), 2);
+    p.unmount("data", "container-a");
+    assert_eq!(p.torn_down(), (0, 0), "the nested Unmount unpublished");
     let ctx = &p.driver.last_request("NodePublishVolume")["volume_context"];
     assert_eq!(ctx["tier"], "gold", "{ctx}");
 
@@ -320,20 +323,39 @@ fn concurrent_mounts_of_one_volume_are_serialised() {
 }
 
 #[test]
-fn killed_plugin_finds_its_mounts_again_and_unmounts_and_removes_them() {
+fn nested_mounts_of_one_caller_keep_its_publish_until_they_balance() {
+    let p = Plugin::start();
+    p.create("nested", json!({"size": "1Mi"}));
+    // `docker run`, then `docker cp` into the running container: Mount, Mount, Unmount.
+    let path = p.mount("nested", "container");
+    assert_eq!(p.mount("nested", "container"), path);
+    p.unmount("nested", "container");
+    assert_eq!(p.set_up(), (1, 1));
+    assert_eq!(p.torn_down(), (0, 0));
+    assert!(mounts_below(&p.root()).contains(&path));
+    let got = p.ok("/VolumeDriver.Get", json!({"Name": "nested"}));
+    assert_eq!(got["Volume"]["Status"]["mounts"][0]["mountCalls"], 1);
+    // `docker stop`: the Unmount that balances the first Mount.
+    p.unmount("nested", "container");
+    assert_eq!(p.torn_down(), (1, 1));
+    // A repeated Unmount finds nothing to do.
+    p.unmount("nested", "container");
+    assert_eq!(p.torn_down(), (1, 1));
+    p.assert_no_mounts();
+    p.ok("/VolumeDriver.Remove", json!({"Name": "nested"}));
+}
+
+#[test]
+fn killed_plugin_finds_its_mounts_and_their_counts_again() {
     let mut p = Plugin::start();
     p.create("keep", json!({"size": "1Mi"}));
     let path = p.mount("keep", "c1");
+    assert_eq!(p.mount("keep", "c1"), path);
     std::fs::write(path.join("f"), b"kept").unwrap();
     p.kill();
     assert!(mounts_below(&p.root()).contains(&path));
 
     p.spawn();
-    assert!(
-        p.log().contains("found volume keep published for c1"),
-        "{}",
-        p.log()
-    );
     let got = p.ok("/VolumeDriver.Get", json!({"Name": "keep"}));
     assert_eq!(got["Volume"]["Mountpoint"], path.display().to_string());
     assert_eq!(got["Volume"]["Status"]["mounts"][0]["error"], Value::Null);
@@ -342,6 +364,13 @@ fn killed_plugin_finds_its_mounts_again_and_unmounts_and_removes_them() {
     assert_eq!(p.calls("NodePublishVolume"), 1);
     p.err("/VolumeDriver.Remove", json!({"Name": "keep"}));
 
+    // Three Mounts, two before the kill: two Unmounts leave the caller's publish.
+    p.unmount("keep", "c1");
+    p.unmount("keep", "c1");
+    assert_eq!(p.torn_down(), (0, 0));
+    assert_eq!(std::fs::read(path.join("f")).unwrap(), b"kept");
+    p.kill();
+    p.spawn();
     p.unmount("keep", "c1");
     assert_eq!(p.torn_down(), (1, 1));
     p.assert_no_mounts();

@@ -3,6 +3,7 @@
 //! node-driver-registrar would, the volumes' descriptions under `<root>/volumes`, and the
 //! Docker volume plugin protocol served on a Unix socket until SIGINT or SIGTERM.
 
+mod counts;
 mod options;
 mod protocol;
 mod state;
@@ -137,12 +138,14 @@ pub async fn run(a: VolumePluginCmd) -> Result<i32, UsageError> {
         root.display(),
         found.len()
     );
-    for (name, publishes) in &found {
+    for (name, publishes, counts) in &found {
         for p in publishes {
             eprintln!(
-                "kcsi volume-plugin: found volume {name} published for {} at {}{}",
+                "kcsi volume-plugin: found volume {name} published for {} at {}, {} Mount \
+                 call(s) counted{}",
                 p.pod_uid,
                 p.path.display(),
+                counts.of(&p.pod_uid),
                 p.error
                     .as_ref()
                     .map(|e| format!(" ({e})"))

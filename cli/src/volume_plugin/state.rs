@@ -1,7 +1,9 @@
 //! The volumes the plugin knows, one description file each under `<root>/volumes/<name>.json`,
-//! written atomically (temp file, fsync, rename, fsync of the dir) through kcsi's confined file
-//! operations, so a plugin killed mid-write leaves the old description or the new one. What is
-//! mounted is not recorded here: it is read back from the kubelet side's own `vol_data.json`.
+//! and their callers' Mount calls not yet balanced, one file each under
+//! `<root>/mounts/<name>.json`; both written atomically (temp file, fsync, rename, fsync of the
+//! dir) through kcsi's confined file operations, so a plugin killed mid-write leaves the old
+//! file or the new one. What is mounted is not recorded here: it is read back from the kubelet
+//! side's own `vol_data.json`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,11 +11,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use kcsi::{Beneath, Entry};
 use kcsi::{Error, ErrorKind, Result};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use super::counts::Counts;
 
 const SUFFIX: &str = ".json";
 const TEMP_SUFFIX: &str = ".tmp";
-/// A description is a few hundred bytes; anything much larger is not one of ours.
+/// A description is a few hundred bytes, and counts a line per caller; anything much larger
+/// is not one of ours.
 const MAX_FILE: u64 = 1 << 20;
 const MAX_NAME: usize = 128;
 
@@ -62,23 +68,28 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
 pub struct Store {
     root: PathBuf,
     dir: PathBuf,
+    mounts_dir: PathBuf,
     temp_seq: AtomicU64,
 }
 
 impl Store {
-    /// Opens (creating) `<root>/volumes` and removes the temp files a killed plugin left.
+    /// Opens (creating) `<root>/volumes` and `<root>/mounts`, and removes the temp files a
+    /// killed plugin left there.
     pub fn open(root: &Path) -> Result<Store> {
         let store = Store {
             root: root.to_path_buf(),
             dir: root.join("volumes"),
+            mounts_dir: root.join("mounts"),
             temp_seq: AtomicU64::new(0),
         };
         let fs = store.fs()?;
-        fs.mkdir_all(&store.dir, 0o700)?;
-        for name in fs.list(&store.dir)? {
-            let name = name.to_string_lossy();
-            if name.starts_with('.') && name.ends_with(TEMP_SUFFIX) {
-                fs.remove_file(&store.dir.join(&*name), "cannot remove a stale temp file")?;
+        for dir in [&store.dir, &store.mounts_dir] {
+            fs.mkdir_all(dir, 0o700)?;
+            for name in fs.list(dir)? {
+                let name = name.to_string_lossy();
+                if name.starts_with('.') && name.ends_with(TEMP_SUFFIX) {
+                    fs.remove_file(&dir.join(&*name), "cannot remove a stale temp file")?;
+                }
             }
         }
         Ok(store)
@@ -93,34 +104,63 @@ impl Store {
         self.dir.join(format!("{name}{SUFFIX}"))
     }
 
-    /// The description of `name`, `None` when there is none.
-    pub fn load(&self, name: &str) -> Result<Option<Description>> {
-        check_name("volume name", name)?;
+    /// The counts file of volume `name` (a checked name).
+    pub fn counts_path(&self, name: &str) -> PathBuf {
+        self.mounts_dir.join(format!("{name}{SUFFIX}"))
+    }
+
+    /// The JSON file at `path` (`what` of volume `name`), `None` when there is none.
+    fn read<T: DeserializeOwned>(&self, path: &Path, what: &str, name: &str) -> Result<Option<T>> {
         let fs = self.fs()?;
-        let path = self.path(name);
-        match fs.entry(&path)? {
+        match fs.entry(path)? {
             Entry::Missing => return Ok(None),
             Entry::File => {}
             Entry::Dir | Entry::Other => {
                 return Err(Error::new(
                     ErrorKind::Io,
                     format!(
-                        "the description of volume {name} ({}) is not a regular file",
+                        "the {what} of volume {name} ({}) is not a regular file",
                         path.display()
                     ),
                 ))
             }
         }
-        let text = fs.read_to_string(&path, "cannot read the volume description", MAX_FILE)?;
-        let d: Description = serde_json::from_str(&text).map_err(|e| {
+        let text = fs.read_to_string(path, &format!("cannot read the volume {what}"), MAX_FILE)?;
+        let v = serde_json::from_str(&text).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
                 format!(
-                    "the description of volume {name} ({}) is not valid: {e}",
+                    "the {what} of volume {name} ({}) is not valid: {e}",
                     path.display()
                 ),
             )
         })?;
+        Ok(Some(v))
+    }
+
+    /// Writes `value` to `dir/<name>.json` atomically and durably (`what` names it in errors).
+    fn write<T: Serialize>(&self, dir: &Path, name: &str, what: &str, value: &T) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(value).map_err(|e| {
+            Error::internal(format!("cannot encode the {what} of volume {name}: {e}"))
+        })?;
+        let temp = format!(
+            ".{name}{SUFFIX}.{}.{}{TEMP_SUFFIX}",
+            std::process::id(),
+            self.temp_seq.fetch_add(1, Ordering::Relaxed)
+        );
+        self.fs()?
+            .write_atomic(dir, &format!("{name}{SUFFIX}"), dir, &temp, &bytes)
+            .and_then(|sync| sync.wait())
+            .map_err(|e| e.context(format!("cannot save the {what} of volume {name}")))
+    }
+
+    /// The description of `name`, `None` when there is none.
+    pub fn load(&self, name: &str) -> Result<Option<Description>> {
+        check_name("volume name", name)?;
+        let path = self.path(name);
+        let Some(d) = self.read::<Description>(&path, "description", name)? else {
+            return Ok(None);
+        };
         if d.name != name {
             return Err(Error::new(
                 ErrorKind::Io,
@@ -136,30 +176,34 @@ impl Store {
 
     pub fn save(&self, d: &Description) -> Result<()> {
         check_name("volume name", &d.name)?;
-        let bytes = serde_json::to_vec_pretty(d)
-            .map_err(|e| Error::internal(format!("cannot encode volume {}: {e}", d.name)))?;
-        let temp = format!(
-            ".{}{SUFFIX}.{}.{}{TEMP_SUFFIX}",
-            d.name,
-            std::process::id(),
-            self.temp_seq.fetch_add(1, Ordering::Relaxed)
-        );
-        self.fs()?
-            .write_atomic(
-                &self.dir,
-                &format!("{}{SUFFIX}", d.name),
-                &self.dir,
-                &temp,
-                &bytes,
-            )
-            .and_then(|sync| sync.wait())
-            .map_err(|e| e.context(format!("cannot save the description of volume {}", d.name)))
+        self.write(&self.dir, &d.name, "description", d)
     }
 
+    /// The Mount calls of volume `name` not yet balanced (none when there is no file).
+    pub fn load_counts(&self, name: &str) -> Result<Counts> {
+        check_name("volume name", name)?;
+        Ok(self
+            .read(&self.counts_path(name), "mount counts", name)?
+            .unwrap_or_default())
+    }
+
+    /// Keeps `counts` for volume `name`; no counts left is no file.
+    pub fn save_counts(&self, name: &str, counts: &Counts) -> Result<()> {
+        check_name("volume name", name)?;
+        if counts.is_empty() {
+            return self
+                .fs()?
+                .remove_file(&self.counts_path(name), "cannot remove the mount counts");
+        }
+        self.write(&self.mounts_dir, name, "mount counts", counts)
+    }
+
+    /// Removes the description of `name` and its counts.
     pub fn remove(&self, name: &str) -> Result<()> {
         check_name("volume name", name)?;
-        self.fs()?
-            .remove_file(&self.path(name), "cannot remove the volume description")
+        let fs = self.fs()?;
+        fs.remove_file(&self.counts_path(name), "cannot remove the mount counts")?;
+        fs.remove_file(&self.path(name), "cannot remove the volume description")
     }
 
     /// Every volume's name, sorted (files that are not `<valid name>.json` are not ours).
@@ -250,5 +294,39 @@ mod tests {
         let store = Store::open(root.path()).unwrap();
         assert!(!root.path().join("volumes/.a.json.1.2.tmp").exists());
         assert_eq!(store.names().unwrap(), vec!["b", "bad", "c"]);
+    }
+
+    #[test]
+    fn counts_are_kept_on_disk_until_none_is_left_or_the_volume_goes() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path()).unwrap();
+        store.save(&description("v")).unwrap();
+        assert_eq!(store.load_counts("v").unwrap(), Counts::default());
+        let mut counts = Counts::default();
+        counts.mount("caller", false);
+        counts.mount("caller", true);
+        store.save_counts("v", &counts).unwrap();
+        // What a restarted plugin reads is what was saved.
+        let store = Store::open(root.path()).unwrap();
+        assert_eq!(store.load_counts("v").unwrap().of("caller"), 2);
+        assert!(store.counts_path("v").exists());
+        counts.unmount("caller");
+        counts.unmount("caller");
+        store.save_counts("v", &counts).unwrap();
+        assert!(!store.counts_path("v").exists());
+
+        counts.mount("caller", false);
+        store.save_counts("v", &counts).unwrap();
+        std::fs::write(root.path().join("mounts/.v.json.1.2.tmp"), "x").unwrap();
+        let store = Store::open(root.path()).unwrap();
+        assert!(!root.path().join("mounts/.v.json.1.2.tmp").exists());
+        store.remove("v").unwrap();
+        assert!(!store.counts_path("v").exists());
+        assert_eq!(store.load("v").unwrap(), None);
+
+        std::fs::write(store.counts_path("w"), "[1]").unwrap();
+        let err = store.load_counts("w").unwrap_err();
+        assert!(err.message().contains("mount counts of volume w"), "{err}");
+        assert!(store.load_counts("../w").is_err());
     }
 }

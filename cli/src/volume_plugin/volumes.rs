@@ -2,7 +2,9 @@
 //! (the kubelet's MountDevice) and published once per caller ID (SetUp, the caller ID standing
 //! in for the pod). What is mounted is never kept in memory: it is read back from the
 //! `vol_data.json` files under the host's root and rebuilt with kcsi's reconstruction, so a
-//! plugin killed with volumes mounted finds them again. Calls on one volume are serialised.
+//! plugin killed with volumes mounted finds them again. Each caller's Mount calls are counted
+//! on disk (see `counts`), so Docker's nested Mounts survive a killed plugin too. Calls on
+//! one volume are serialised.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ use kcsi::{Error, ErrorKind, Result};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 
+use super::counts::Counts;
 use super::options;
 use super::state::{check_name, Description, Store};
 use crate::args::VolumeArgs;
@@ -286,24 +289,36 @@ impl Plugin {
         Ok(())
     }
 
-    /// Stages the volume unless staged, then publishes it for caller `id`: the path.
+    /// Stages the volume unless staged, then publishes it for caller `id` unless published
+    /// for it, and counts the call: the path.
     pub async fn mount(&self, name: &str, id: &str) -> Result<PathBuf> {
         check_name("volume name", name)?;
         let _lock = self.locks.lock(&self.store.path(name)).await;
         let d = self.described(name)?;
         let uid = pod_uid(id);
         let v = self.volume(&d, &uid)?;
+        let mut counts = self.store.load_counts(name)?;
         let publishes = self.publishes(&d)?;
-        if let Some(p) = publishes.iter().find(|p| p.pod_uid == uid && p.mounted) {
+        let held = publishes.iter().find(|p| p.pod_uid == uid && p.mounted);
+        counts.mount(&uid, held.is_some());
+        if let Some(p) = held {
+            self.store.save_counts(name, &counts)?;
             return Ok(p.path.clone());
         }
         let staged = self.staged(&d)?;
         if !staged {
             kubelet::stage(&self.host, &v).await?;
         }
-        match kubelet::publish(&self.host, &v).await {
-            Ok(path) => Ok(path),
-            Err(e) => {
+        // Saved once published: a plugin killed in between leaves a publish without a count,
+        // which counts as one Mount.
+        let published = kubelet::publish(&self.host, &v).await;
+        let counted = match &published {
+            Ok(_) => self.store.save_counts(name, &counts),
+            Err(_) => Ok(()),
+        };
+        match (published, counted) {
+            (Ok(path), Ok(())) => Ok(path),
+            (Err(e), _) | (Ok(_), Err(e)) => {
                 // Docker calls no Unmount after a failed Mount: undo what this call set up.
                 let _ = kubelet::unpublish(&self.host, d.block, &d.name, &uid).await;
                 self.remove_pod_dirs(&d, &uid);
@@ -319,17 +334,24 @@ impl Plugin {
         kubelet::unstage(&self.host, d.block, &self.driver, &d.volume_handle, &d.name).await
     }
 
-    /// Unpublishes the volume for caller `id` (nothing to do when it is not published for
-    /// it), and unstages it after its last caller.
+    /// Counts an Unmount for caller `id`; the one that balances its Mount calls unpublishes
+    /// the volume for it (nothing to do when it is not published for it), and the volume is
+    /// unstaged after its last caller.
     pub async fn unmount(&self, name: &str, id: &str) -> Result<()> {
         check_name("volume name", name)?;
         let _lock = self.locks.lock(&self.store.path(name)).await;
         let d = self.described(name)?;
         let uid = pod_uid(id);
+        let mut counts = self.store.load_counts(name)?;
+        if !counts.unmount(&uid) {
+            return self.store.save_counts(name, &counts);
+        }
         if self.publishes(&d)?.iter().any(|p| p.pod_uid == uid) {
             kubelet::unpublish(&self.host, d.block, &d.name, &uid).await?;
             self.remove_pod_dirs(&d, &uid);
         }
+        // Saved once unpublished: a count left by a kill in between is void, its publish gone.
+        self.store.save_counts(name, &counts)?;
         if self.publishes(&d)?.is_empty() && self.staged(&d)? {
             self.unstage(&d).await?;
         }
@@ -403,9 +425,18 @@ impl Plugin {
     pub fn get(&self, name: &str) -> Result<Value> {
         let d = self.described(name)?;
         let publishes = self.publishes(&d)?;
+        let counts = self.store.load_counts(name)?;
         let mounts: Vec<Value> = publishes
             .iter()
-            .map(|p| json!({"podUID": p.pod_uid, "path": p.path, "mounted": p.mounted, "error": p.error}))
+            .map(|p| {
+                json!({
+                    "podUID": p.pod_uid,
+                    "path": p.path,
+                    "mounted": p.mounted,
+                    "mountCalls": counts.of(&p.pod_uid),
+                    "error": p.error,
+                })
+            })
             .collect();
         let status = json!({
             "driver": d.driver,
@@ -441,12 +472,16 @@ impl Plugin {
     }
 
     /// What a restarted plugin finds on disk: each volume with its publishes, rebuilt from
-    /// `vol_data.json`.
-    pub fn found(&self) -> Result<Vec<(String, Vec<Publish>)>> {
+    /// `vol_data.json`, and its callers' Mount calls.
+    pub fn found(&self) -> Result<Vec<(String, Vec<Publish>, Counts)>> {
         let mut out = Vec::new();
         for name in self.store.names()? {
             if let Ok(d) = self.described(&name) {
-                out.push((name, self.publishes(&d)?));
+                out.push((
+                    name.clone(),
+                    self.publishes(&d)?,
+                    self.store.load_counts(&name)?,
+                ));
             }
         }
         Ok(out)
