@@ -14,7 +14,6 @@ use common::{short_tempdir, DriverProcess};
 use k8s_openapi::api::core::v1::Node;
 use kcsi::registration;
 use kcsi::ApiClient;
-use kcsi::HostConfig;
 use kcsi::NodeAgent;
 use kube::api::{Api, PostParams};
 
@@ -43,9 +42,7 @@ fn main() {
     run(Api::<Node>::all(admin.client.clone()).create(&PostParams::default(), &node)).unwrap();
 
     let root = short_tempdir("kcsi-bench");
-    let host =
-        NodeAgent::new(HostConfig::from_json(&api.host_config(root.path(), &node_name)).unwrap())
-            .unwrap();
+    let host = NodeAgent::new(api.node_config(root.path(), &node_name).check().unwrap()).unwrap();
     let start = Instant::now();
     while !host.status().csi_node_initialized {
         assert!(

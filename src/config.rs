@@ -1,11 +1,11 @@
-//! Host configuration, as the C API's `kcsi_host_new` takes it (JSON, unknown keys rejected).
+//! Host configuration: what a host program asks of kcsi, typed and checked (the C API's
+//! `kcsi_host_new` reads it from JSON in `ffi::config`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::storage::v1::CSIDriver;
-use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::names::check_name;
@@ -37,34 +37,18 @@ pub const KNOWN_GATES: &[(&str, bool)] = &[
     ("CSIMigrationPortworx", true),
 ];
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawConfig {
-    node_name: Option<String>,
-    root_dir: Option<String>,
-    kubeconfig: Option<String>,
-    timeout_seconds: Option<f64>,
-    idle_connection_seconds: Option<f64>,
-    #[serde(default)]
-    feature_gates: BTreeMap<String, bool>,
-    #[serde(default)]
-    csi_drivers: Vec<CSIDriver>,
-    #[serde(default)]
-    csi_drivers_from_host: bool,
-    #[serde(default)]
-    plugin_watcher: bool,
-    plugins_registry_dir: Option<String>,
-    role: Option<String>,
-}
-
 /// Which half of upstream's CSI plugin a host is: the kubelet's (`"node"`, the default) or
 /// the attach/detach controller's (`"controller"`, in the kube-controller-manager).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
+    #[default]
     Node,
     Controller,
 }
 
+/// A host's settings. Start from [`HostConfig::node`] or [`HostConfig::controller`] (or
+/// `Default`), set what differs, and [`HostConfig::check`] it: the checks `kcsi_host_new`
+/// runs on its JSON, with the same messages (they name the JSON keys of the C API's config).
 #[derive(Clone, Debug)]
 pub struct HostConfig {
     pub role: Role,
@@ -88,33 +72,55 @@ pub struct HostConfig {
     pub plugins_registry_dir: Option<PathBuf>,
 }
 
+impl Default for HostConfig {
+    /// A node host without its (required) name and root, with the kubelet's timeouts.
+    fn default() -> HostConfig {
+        HostConfig {
+            role: Role::Node,
+            node_name: String::new(),
+            root_dir: PathBuf::new(),
+            kubeconfig: None,
+            timeout: DEFAULT_TIMEOUT,
+            idle_connection: DEFAULT_IDLE_CONNECTION,
+            feature_gates: BTreeMap::new(),
+            csi_drivers: Vec::new(),
+            csi_drivers_from_host: false,
+            plugin_watcher: false,
+            plugins_registry_dir: None,
+        }
+    }
+}
+
 impl HostConfig {
-    pub fn from_json(json: &str) -> Result<HostConfig> {
-        let raw: RawConfig = serde_json::from_str(json)
-            .map_err(|e| Error::invalid(format!("host config is not valid: {e}")))?;
-        let role = match raw.role.as_deref() {
-            None | Some("node") => Role::Node,
-            Some("controller") => Role::Controller,
-            Some(other) => {
-                return Err(Error::invalid(format!(
-                    "host config is not valid: \"role\" must be \"node\" or \"controller\", got {other:?}"
-                )))
-            }
-        };
-        let (node_name, root_dir) = match role {
-            Role::Node => node_identity(&raw)?,
-            Role::Controller => {
-                controller_checks(&raw)?;
-                (String::new(), PathBuf::new())
-            }
-        };
-        let timeout = seconds("timeoutSeconds", raw.timeout_seconds, DEFAULT_TIMEOUT)?;
-        let idle_connection = seconds(
-            "idleConnectionSeconds",
-            raw.idle_connection_seconds,
-            DEFAULT_IDLE_CONNECTION,
-        )?;
-        for gate in raw.feature_gates.keys() {
+    /// A node host (the kubelet's half) for `node_name`, with its volumes below `root_dir`.
+    pub fn node(node_name: impl Into<String>, root_dir: impl Into<PathBuf>) -> HostConfig {
+        HostConfig {
+            node_name: node_name.into(),
+            root_dir: root_dir.into(),
+            ..HostConfig::default()
+        }
+    }
+
+    /// A controller host (the attach/detach controller's half) on the API server `kubeconfig`
+    /// points to.
+    pub fn controller(kubeconfig: impl Into<PathBuf>) -> HostConfig {
+        HostConfig {
+            role: Role::Controller,
+            kubeconfig: Some(kubeconfig.into()),
+            ..HostConfig::default()
+        }
+    }
+
+    /// The config if it is one a host can run with, else an error naming the setting (by its
+    /// key in the C API's JSON) and why.
+    pub fn check(self) -> Result<HostConfig> {
+        match self.role {
+            Role::Node => self.check_node_identity()?,
+            Role::Controller => self.check_controller()?,
+        }
+        check_seconds("timeoutSeconds", self.timeout)?;
+        check_seconds("idleConnectionSeconds", self.idle_connection)?;
+        for gate in self.feature_gates.keys() {
             if !KNOWN_GATES.iter().any(|(name, _)| name == gate) {
                 let known: Vec<&str> = KNOWN_GATES.iter().map(|(name, _)| *name).collect();
                 return Err(Error::invalid(format!(
@@ -123,60 +129,46 @@ impl HostConfig {
                 )));
             }
         }
-        let kubeconfig = raw.kubeconfig.filter(|k| !k.is_empty()).map(PathBuf::from);
-        if kubeconfig.is_some() && !raw.csi_drivers.is_empty() {
+        if self.kubeconfig.is_some() && !self.csi_drivers.is_empty() {
             return Err(Error::invalid(
                 "host config is not valid: \"csiDrivers\" is for standalone mode only; with a \
                  \"kubeconfig\" CSIDriver objects come from the API server",
             ));
         }
-        if raw.csi_drivers_from_host && kubeconfig.is_none() {
+        if self.csi_drivers_from_host && self.kubeconfig.is_none() {
             return Err(Error::invalid(
                 "host config is not valid: \"csiDriversFromHost\" needs a \"kubeconfig\"; a \
                  standalone host's CSIDriver objects are its \"csiDrivers\"",
             ));
         }
-        let mut names = std::collections::BTreeSet::new();
-        for d in &raw.csi_drivers {
+        let mut names = BTreeSet::new();
+        for d in &self.csi_drivers {
             let name = d.metadata.name.as_deref().unwrap_or("");
             if name.is_empty() {
                 return Err(Error::invalid(
                     "host config is not valid: a CSIDriver in \"csiDrivers\" has no metadata.name",
                 ));
             }
-            if !names.insert(name.to_string()) {
+            if !names.insert(name) {
                 return Err(Error::invalid(format!(
                     "host config is not valid: CSIDriver {name:?} appears twice in \"csiDrivers\""
                 )));
             }
         }
-        let plugins_registry_dir = raw.plugins_registry_dir.map(PathBuf::from);
-        match &plugins_registry_dir {
-            Some(_) if !raw.plugin_watcher => {
+        match &self.plugins_registry_dir {
+            Some(_) if !self.plugin_watcher => {
                 return Err(Error::invalid(
                     "host config is not valid: \"pluginsRegistryDir\" is set but \"pluginWatcher\" is not true",
                 ))
             }
-            Some(dir) if !dir.is_absolute() || dir.as_os_str().as_encoded_bytes().contains(&0) => {
+            Some(dir) if !is_absolute(dir) => {
                 return Err(Error::invalid(format!(
                     "host config is not valid: \"pluginsRegistryDir\" must be an absolute path, got {dir:?}"
                 )))
             }
             _ => {}
         }
-        Ok(HostConfig {
-            role,
-            node_name,
-            root_dir,
-            kubeconfig,
-            timeout,
-            idle_connection,
-            feature_gates: raw.feature_gates,
-            csi_drivers: raw.csi_drivers,
-            csi_drivers_from_host: raw.csi_drivers_from_host,
-            plugin_watcher: raw.plugin_watcher,
-            plugins_registry_dir,
-        })
+        Ok(self)
     }
 
     pub fn is_controller(&self) -> bool {
@@ -191,102 +183,115 @@ impl HostConfig {
             .is_some_and(|(_, on)| *on);
         self.feature_gates.get(name).copied().unwrap_or(default)
     }
+
+    /// A node host's `nodeName` and `rootDir`, both required.
+    fn check_node_identity(&self) -> Result<()> {
+        if self.node_name.is_empty() {
+            return Err(Error::invalid(
+                "host config is not valid: \"nodeName\" is required",
+            ));
+        }
+        check_name("nodeName", &self.node_name)?;
+        if self.root_dir.as_os_str().is_empty() {
+            return Err(Error::invalid(
+                "host config is not valid: \"rootDir\" is required",
+            ));
+        }
+        if !is_absolute(&self.root_dir) {
+            return Err(Error::invalid(format!(
+                "host config is not valid: \"rootDir\" must be an absolute path, got {:?}",
+                self.root_dir
+            )));
+        }
+        Ok(())
+    }
+
+    /// A controller host serves every node from the API server: it needs a kubeconfig and has
+    /// no node of its own, no volumes on disk and no plugin registry to watch.
+    fn check_controller(&self) -> Result<()> {
+        if self.kubeconfig.is_none() {
+            return Err(Error::invalid(
+                "host config is not valid: \"role\": \"controller\" requires \"kubeconfig\"",
+            ));
+        }
+        let node_keys = [
+            ("nodeName", !self.node_name.is_empty()),
+            ("rootDir", !self.root_dir.as_os_str().is_empty()),
+            ("pluginWatcher", self.plugin_watcher),
+            ("pluginsRegistryDir", self.plugins_registry_dir.is_some()),
+        ];
+        if let Some((key, _)) = node_keys.iter().find(|(_, set)| *set) {
+            return Err(Error::invalid(format!(
+                "host config is not valid: {key:?} is for node hosts; a \"role\": \"controller\" host serves every node and keeps nothing on disk"
+            )));
+        }
+        Ok(())
+    }
 }
 
-/// A node host's `nodeName` and `rootDir`, both required.
-fn node_identity(raw: &RawConfig) -> Result<(String, PathBuf)> {
-    let node_name = raw
-        .node_name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| Error::invalid("host config is not valid: \"nodeName\" is required"))?;
-    check_name("nodeName", &node_name)?;
-    let root_dir = raw
-        .root_dir
-        .clone()
-        .filter(|r| !r.is_empty())
-        .ok_or_else(|| Error::invalid("host config is not valid: \"rootDir\" is required"))?;
-    if !root_dir.starts_with('/') || root_dir.contains('\0') {
-        return Err(Error::invalid(format!(
-            "host config is not valid: \"rootDir\" must be an absolute path, got {root_dir:?}"
-        )));
-    }
-    Ok((node_name, PathBuf::from(root_dir)))
+/// An absolute path the kernel can take (no NUL byte).
+fn is_absolute(path: &std::path::Path) -> bool {
+    path.is_absolute() && !path.as_os_str().as_encoded_bytes().contains(&0)
 }
 
-/// A controller host serves every node from the API server: it needs a kubeconfig and has
-/// no node of its own, no volumes on disk and no plugin registry to watch.
-fn controller_checks(raw: &RawConfig) -> Result<()> {
-    if raw.kubeconfig.as_deref().unwrap_or("").is_empty() {
-        return Err(Error::invalid(
-            "host config is not valid: \"role\": \"controller\" requires \"kubeconfig\"",
-        ));
-    }
-    let node_keys = [
-        (
-            "nodeName",
-            raw.node_name.as_deref().is_some_and(|n| !n.is_empty()),
-        ),
-        (
-            "rootDir",
-            raw.root_dir.as_deref().is_some_and(|r| !r.is_empty()),
-        ),
-        ("pluginWatcher", raw.plugin_watcher),
-        ("pluginsRegistryDir", raw.plugins_registry_dir.is_some()),
-    ];
-    if let Some((key, _)) = node_keys.iter().find(|(_, set)| *set) {
-        return Err(Error::invalid(format!(
-            "host config is not valid: {key:?} is for node hosts; a \"role\": \"controller\" host serves every node and keeps nothing on disk"
-        )));
+/// A duration setting: in (0, 86400] seconds.
+fn check_seconds(key: &str, value: Duration) -> Result<()> {
+    if value.is_zero() || value > MAX_TIMEOUT {
+        return Err(out_of_range(key, value.as_secs_f64()));
     }
     Ok(())
 }
 
-/// A duration key in seconds: absent is `default`, else in (0, 86400].
-fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration> {
-    match value {
-        None => Ok(default),
-        Some(t) if t.is_finite() && t > 0.0 && t <= MAX_TIMEOUT.as_secs_f64() => {
-            Ok(Duration::from_secs_f64(t))
-        }
-        Some(t) => Err(Error::invalid(format!(
-            "host config is not valid: {key:?} must be > 0 and at most 86400, got {t}"
-        ))),
-    }
+/// The error for a duration setting given as `seconds` outside (0, 86400].
+pub fn out_of_range(key: &str, seconds: f64) -> Error {
+    Error::invalid(format!(
+        "host config is not valid: {key:?} must be > 0 and at most 86400, got {seconds}"
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn config_rejects_unknown_key_naming_it() {
-        let err =
-            HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","bogus":1}"#).unwrap_err();
-        assert!(err.message().contains("bogus"), "{}", err.message());
+    fn node() -> HostConfig {
+        HostConfig::node("n", "/r")
     }
 
     #[test]
     fn config_requires_node_and_absolute_root() {
-        assert!(HostConfig::from_json(r#"{"rootDir":"/r"}"#).is_err());
-        assert!(HostConfig::from_json(r#"{"nodeName":"n","rootDir":"rel"}"#).is_err());
-        let c = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r"}"#).unwrap();
+        let err = HostConfig::node("", "/r").check().unwrap_err();
+        assert!(
+            err.message().contains("\"nodeName\" is required"),
+            "{}",
+            err.message()
+        );
+        let err = HostConfig::node("n", "rel").check().unwrap_err();
+        assert!(err.message().contains("absolute"), "{}", err.message());
+        let c = node().check().unwrap();
         assert_eq!(c.timeout, DEFAULT_TIMEOUT);
         assert_eq!(c.idle_connection, DEFAULT_IDLE_CONNECTION);
     }
 
     #[test]
-    fn config_takes_idle_connection_seconds_and_refuses_zero_naming_the_key() {
-        let c =
-            HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","idleConnectionSeconds":1.5}"#)
-                .unwrap();
-        assert_eq!(c.idle_connection, Duration::from_millis(1500));
-        let err =
-            HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","idleConnectionSeconds":0}"#)
-                .unwrap_err();
+    fn config_refuses_a_zero_or_too_long_duration_naming_the_key() {
+        let zero = HostConfig {
+            idle_connection: Duration::ZERO,
+            ..node()
+        };
+        let err = zero.check().unwrap_err();
         assert!(
             err.message()
                 .contains("\"idleConnectionSeconds\" must be > 0"),
+            "{}",
+            err.message()
+        );
+        let long = HostConfig {
+            timeout: MAX_TIMEOUT + Duration::from_secs(1),
+            ..node()
+        };
+        let err = long.check().unwrap_err();
+        assert!(
+            err.message().contains("\"timeoutSeconds\""),
             "{}",
             err.message()
         );
@@ -294,72 +299,97 @@ mod tests {
 
     #[test]
     fn config_takes_plugin_watcher_and_refuses_a_stray_or_relative_registry_dir() {
-        let c = HostConfig::from_json(
-            r#"{"nodeName":"n","rootDir":"/r","pluginWatcher":true,"pluginsRegistryDir":"/reg"}"#,
-        )
-        .unwrap();
-        assert!(c.plugin_watcher);
-        assert_eq!(c.plugins_registry_dir, Some(PathBuf::from("/reg")));
-        let err =
-            HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r","pluginsRegistryDir":"/reg"}"#)
-                .unwrap_err();
+        let watched = HostConfig {
+            plugin_watcher: true,
+            plugins_registry_dir: Some(PathBuf::from("/reg")),
+            ..node()
+        };
+        assert!(watched.clone().check().is_ok());
+        let stray = HostConfig {
+            plugin_watcher: false,
+            ..watched.clone()
+        };
+        let err = stray.check().unwrap_err();
         assert!(err.message().contains("pluginWatcher"), "{}", err.message());
-        let err = HostConfig::from_json(
-            r#"{"nodeName":"n","rootDir":"/r","pluginWatcher":true,"pluginsRegistryDir":"reg"}"#,
-        )
-        .unwrap_err();
+        let relative = HostConfig {
+            plugins_registry_dir: Some(PathBuf::from("reg")),
+            ..watched
+        };
+        let err = relative.check().unwrap_err();
         assert!(err.message().contains("absolute"), "{}", err.message());
     }
 
     #[test]
     fn gates_default_as_in_kubernetes_1_36_unless_set() {
-        let c = HostConfig::from_json(r#"{"nodeName":"n","rootDir":"/r"}"#).unwrap();
+        let c = node();
         assert!(c.gate("SELinuxMountReadWriteOncePod"));
         assert!(c.gate("MutableCSINodeAllocatableCount"));
         assert!(c.gate("CSIMigrationPortworx"));
         assert!(!c.gate("SELinuxMount"));
         assert!(!c.gate("CSIVolumeHealth"));
-        let c = HostConfig::from_json(
-            r#"{"nodeName":"n","rootDir":"/r","featureGates":{"CSIMigrationPortworx":false,"CSIVolumeHealth":true}}"#,
-        )
-        .unwrap();
+        let c = HostConfig {
+            feature_gates: [
+                ("CSIMigrationPortworx".to_string(), false),
+                ("CSIVolumeHealth".to_string(), true),
+            ]
+            .into(),
+            ..node()
+        };
         assert!(!c.gate("CSIMigrationPortworx"));
         assert!(c.gate("CSIVolumeHealth"));
     }
 
     #[test]
     fn controller_role_requires_kubeconfig_and_refuses_node_keys() {
-        let c = HostConfig::from_json(r#"{"role":"controller","kubeconfig":"/k"}"#).unwrap();
+        let c = HostConfig::controller("/k").check().unwrap();
         assert!(c.is_controller());
         assert_eq!(c.node_name, "");
-        let err = HostConfig::from_json(r#"{"role":"controller"}"#).unwrap_err();
+        let no_kubeconfig = HostConfig {
+            kubeconfig: None,
+            ..HostConfig::controller("/k")
+        };
+        let err = no_kubeconfig.check().unwrap_err();
         assert!(
             err.message().contains("requires \"kubeconfig\""),
             "{}",
             err.message()
         );
-        for extra in [
-            r#""nodeName":"n""#,
-            r#""rootDir":"/r""#,
-            r#""pluginWatcher":true"#,
-        ] {
-            let json = format!(r#"{{"role":"controller","kubeconfig":"/k",{extra}}}"#);
-            let err = HostConfig::from_json(&json).unwrap_err();
-            let key = extra.split('"').nth(1).unwrap();
+        let node_keys = [
+            (
+                "nodeName",
+                HostConfig {
+                    node_name: "n".into(),
+                    ..HostConfig::controller("/k")
+                },
+            ),
+            (
+                "rootDir",
+                HostConfig {
+                    root_dir: "/r".into(),
+                    ..HostConfig::controller("/k")
+                },
+            ),
+            (
+                "pluginWatcher",
+                HostConfig {
+                    plugin_watcher: true,
+                    ..HostConfig::controller("/k")
+                },
+            ),
+        ];
+        for (key, config) in node_keys {
+            let err = config.check().unwrap_err();
             assert!(err.message().contains(key), "{}", err.message());
         }
-        let err = HostConfig::from_json(r#"{"role":"scheduler","kubeconfig":"/k"}"#).unwrap_err();
-        assert!(err.message().contains("scheduler"), "{}", err.message());
-        let c = HostConfig::from_json(r#"{"role":"node","nodeName":"n","rootDir":"/r"}"#).unwrap();
-        assert!(!c.is_controller());
+        assert!(!node().check().unwrap().is_controller());
     }
 
     #[test]
     fn config_rejects_unknown_gate() {
-        let err = HostConfig::from_json(
-            r#"{"nodeName":"n","rootDir":"/r","featureGates":{"Nope":true}}"#,
-        )
-        .unwrap_err();
-        assert!(err.message().contains("Nope"));
+        let c = HostConfig {
+            feature_gates: [("Nope".to_string(), true)].into(),
+            ..node()
+        };
+        assert!(c.check().unwrap_err().message().contains("Nope"));
     }
 }

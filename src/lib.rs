@@ -46,7 +46,7 @@ mod volume;
 // The facade: what a program built on kcsi (the `kcsi` command and its volume plugin, the
 // integration tests and benchmarks) uses. Everything else is the crate's own.
 
-pub use config::HostConfig;
+pub use config::{HostConfig, Role};
 pub use error::{Error, ErrorClass, ErrorKind, Result};
 pub use host::{DriverStatus, Host, HostStatus};
 pub use node::plugin_watcher::{PluginWatcherStatus, SocketStatus};

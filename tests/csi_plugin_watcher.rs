@@ -34,11 +34,10 @@ impl Watched {
 
     fn with(node: &str, registry: Option<&Path>) -> Watched {
         let root = short_tempdir("kcsi-w");
-        let mut config = json!({"nodeName": node, "rootDir": root.path(), "pluginWatcher": true});
-        if let Some(r) = registry {
-            config["pluginsRegistryDir"] = json!(r);
-        }
-        let host = start_host(&config.to_string());
+        let host = start_host(HostConfig {
+            plugins_registry_dir: registry.map(Path::to_path_buf),
+            ..watching(node, root.path())
+        });
         Watched { root, host }
     }
 
@@ -65,9 +64,17 @@ impl Drop for Watched {
     }
 }
 
-fn start_host(config: &str) -> Arc<NodeAgent> {
+/// A node host with the plugin watcher on.
+fn watching(node: &str, root: &Path) -> HostConfig {
+    HostConfig {
+        plugin_watcher: true,
+        ..HostConfig::node(node, root)
+    }
+}
+
+fn start_host(config: HostConfig) -> Arc<NodeAgent> {
     let _rt = kcsi::runtime_handle().unwrap().enter();
-    NodeAgent::start(HostConfig::from_json(config).unwrap()).unwrap()
+    NodeAgent::start(config.check().unwrap()).unwrap()
 }
 
 /// The host's status, in kcsi_host_status' JSON form.
@@ -246,9 +253,8 @@ fn stale_socket_without_listener_is_retried_never_registered_and_then_replaced()
     std::fs::create_dir_all(&registry).unwrap();
     let stale = registry.join("hostpath.csi.k8s.io-reg.sock");
     drop(UnixListener::bind(&stale).unwrap());
-    let config = json!({"nodeName": "node-stale", "rootDir": root.path(), "pluginWatcher": true});
     let w = Watched {
-        host: start_host(&config.to_string()),
+        host: start_host(watching("node-stale", root.path())),
         root,
     };
     wait_for("stale socket retried", WAIT, || {
@@ -280,10 +286,8 @@ fn socket_appearing_while_the_host_starts_is_registered_once() {
         let driver = Hostpath::start(root.path(), "hostpath.csi.k8s.io", "node-race");
         let reg = Registrar::for_driver(&driver, &registry);
         // Started at once: the registration socket appears during or after the start-up walk.
-        let config =
-            json!({"nodeName": "node-race", "rootDir": root.path(), "pluginWatcher": true});
         let w = Watched {
-            host: start_host(&config.to_string()),
+            host: start_host(watching("node-race", root.path())),
             root,
         };
         wait_for("registered", WAIT, || {

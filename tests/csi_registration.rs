@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::capi::{call, cstr, take_json, CErr, Host as CHost};
-use common::{driver_names, host_config, short_tempdir, DriverProcess, DRIVER};
+use common::{driver_names, short_tempdir, DriverProcess, DRIVER};
 use kcsi::ffi;
 use kcsi::registration;
 use kcsi::HostConfig;
@@ -19,7 +19,7 @@ use serde_json::json;
 
 fn host(node: &str) -> (tempfile::TempDir, Arc<NodeAgent>) {
     let root = short_tempdir("kcsi-root");
-    let config = HostConfig::from_json(&host_config(root.path(), node)).unwrap();
+    let config = HostConfig::node(node, root.path()).check().unwrap();
     (root, Arc::new(NodeAgent::new(config).unwrap()))
 }
 

@@ -23,9 +23,7 @@ const OTHER: &str = "net.example.storage.other-driver";
 const MIGRATED: &str = "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume";
 
 fn manager(node: &str) -> NodeInfoManager {
-    let config =
-        kcsi::HostConfig::from_json(&json!({"nodeName": node, "rootDir": "/tmp"}).to_string())
-            .unwrap();
+    let config = kcsi::HostConfig::node(node, "/tmp").check().unwrap();
     NodeInfoManager::new(
         admin(),
         node,
@@ -405,9 +403,11 @@ fn portworx_gate_set_off_drops_portworx_from_the_migrated_plugins() {
     let c = admin();
     let name = unique("ni-pwx");
     create_node(&c, &name, &[], &[], &[]);
-    let config = kcsi::HostConfig::from_json(
-        &json!({"nodeName": name, "rootDir": "/tmp", "featureGates": {"CSIMigrationPortworx": false}}).to_string(),
-    )
+    let config = kcsi::HostConfig {
+        feature_gates: [("CSIMigrationPortworx".to_string(), false)].into(),
+        ..kcsi::HostConfig::node(&name, "/tmp")
+    }
+    .check()
     .unwrap();
     let nim = NodeInfoManager::new(
         admin(),

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use common::apiserver::*;
 use common::{short_tempdir, wait_for, DriverProcess};
 use kcsi::registration;
-use kcsi::HostConfig;
 use kcsi::NodeAgent;
 use kcsi::ANNOTATION_NODE_ID;
 use kcsi::{ErrorClass, ErrorKind};
@@ -19,9 +18,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn host(node: &str) -> (tempfile::TempDir, NodeAgent) {
     let root = short_tempdir("kcsi-root");
-    let config =
-        HostConfig::from_json(&ApiServer::shared().host_config(root.path(), node)).unwrap();
-    (root, NodeAgent::new(config).unwrap())
+    let config = ApiServer::shared().node_config(root.path(), node);
+    (root, NodeAgent::new(config.check().unwrap()).unwrap())
 }
 
 /// Restarts the API server even when the test body panics.

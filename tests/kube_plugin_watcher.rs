@@ -14,17 +14,18 @@ use common::{short_tempdir, wait_for};
 use kcsi::registration;
 use kcsi::HostConfig;
 use kcsi::NodeAgent;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const DRIVER: &str = "hostpath.csi.k8s.io";
 const WAIT: Duration = Duration::from_secs(30);
 
 fn start_host(root: &Path, node: &str) -> Arc<NodeAgent> {
-    let mut config: Value =
-        serde_json::from_str(&ApiServer::shared().host_config(root, node)).unwrap();
-    config["pluginWatcher"] = json!(true);
+    let config = HostConfig {
+        plugin_watcher: true,
+        ..ApiServer::shared().node_config(root, node)
+    };
     let _rt = kcsi::runtime_handle().unwrap().enter();
-    NodeAgent::start(HostConfig::from_json(&config.to_string()).unwrap()).unwrap()
+    NodeAgent::start(config.check().unwrap()).unwrap()
 }
 
 /// What registration writes, with the node's name replaced so two nodes compare.

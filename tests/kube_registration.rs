@@ -46,9 +46,8 @@ fn driver(name: &str, topology: bool, extra: &[&str]) -> DriverProcess {
 /// A host for `node` (which must exist) using the shared API server.
 fn host(node: &str) -> (tempfile::TempDir, NodeAgent) {
     let root = short_tempdir("kcsi-root");
-    let config =
-        HostConfig::from_json(&ApiServer::shared().host_config(root.path(), node)).unwrap();
-    (root, NodeAgent::new(config).unwrap())
+    let config = ApiServer::shared().node_config(root.path(), node);
+    (root, NodeAgent::new(config.check().unwrap()).unwrap())
 }
 
 fn register(host: &NodeAgent, driver: &DriverProcess) -> kcsi::Result<kcsi::NodeInfo> {
@@ -533,9 +532,11 @@ fn only_a_host_made_to_be_fed_takes_csidrivers_from_its_program() {
     );
     let err = call(|e| kcsi_host_csidrivers_synced(host.ptr, e)).unwrap_err();
     assert_eq!(err.result, kcsi::ffi::KCSI_ERR_FAILED_PRECONDITION);
-    let standalone = HostConfig::from_json(
-        &json!({"nodeName": "n", "rootDir": "/tmp/kcsi-x", "csiDriversFromHost": true}).to_string(),
-    )
+    let standalone = HostConfig {
+        csi_drivers_from_host: true,
+        ..HostConfig::node("n", "/tmp/kcsi-x")
+    }
+    .check()
     .unwrap_err();
     assert!(
         standalone
@@ -809,7 +810,9 @@ fn get_pod_copy(name: &str) -> Pod {
 fn standalone_host_still_refuses_api_reads_and_registers_without_api_writes() {
     let root = short_tempdir("kcsi-root");
     let host = NodeAgent::new(
-        HostConfig::from_json(&common::host_config(root.path(), "standalone-node")).unwrap(),
+        HostConfig::node("standalone-node", root.path())
+            .check()
+            .unwrap(),
     )
     .unwrap();
     let err = run(host.volume_attachment("csi-x")).unwrap_err();
@@ -858,10 +861,11 @@ fn queries_right_after_host_creation_wait_for_the_first_csidriver_list() {
 #[test]
 fn unreadable_kubeconfig_fails_host_creation_naming_the_file() {
     let root = short_tempdir("kcsi-root");
-    let config =
-        json!({"nodeName": "n", "rootDir": root.path(), "kubeconfig": "/nonexistent/kubeconfig"})
-            .to_string();
-    let err = NodeAgent::new(HostConfig::from_json(&config).unwrap())
+    let config = HostConfig {
+        kubeconfig: Some("/nonexistent/kubeconfig".into()),
+        ..HostConfig::node("n", root.path())
+    };
+    let err = NodeAgent::new(config.check().unwrap())
         .err()
         .expect("host creation fails");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kcsi::Host;
@@ -83,12 +84,22 @@ pub fn host(
     timeout: f64,
     csidriver: Option<&Value>,
 ) -> Result<NodeAgent, UsageError> {
-    let mut config = json!({"nodeName": node, "rootDir": root, "timeoutSeconds": timeout});
-    if let Some(d) = csidriver {
-        config["csiDrivers"] = json!([d]);
+    let csi_drivers = match csidriver {
+        Some(d) => vec![serde_json::from_value(d.clone())
+            .map_err(|e| UsageError(format!("the CSIDriver stand-in is not valid: {e}")))?],
+        None => Vec::new(),
+    };
+    let config = HostConfig {
+        timeout: Duration::try_from_secs_f64(timeout).map_err(|_| {
+            UsageError(format!(
+                "--timeout {timeout}: must be > 0 and at most 86400"
+            ))
+        })?,
+        csi_drivers,
+        ..HostConfig::node(node, root)
     }
-    let config = HostConfig::from_json(&config.to_string())
-        .map_err(|e| UsageError(e.message().to_string()))?;
+    .check()
+    .map_err(|e| UsageError(e.message().to_string()))?;
     NodeAgent::new(config).map_err(|e| UsageError(e.message().to_string()))
 }
 

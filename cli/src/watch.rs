@@ -26,9 +26,12 @@ fn drivers(host: &NodeAgent) -> BTreeMap<String, Value> {
 pub async fn run(cmd: WatchCmd, json: bool) -> Result<i32, UsageError> {
     let root = node::absolute("--root", &cmd.root)?;
     let node = node::node_name(&cmd.node_name);
-    let config = json!({"nodeName": node, "rootDir": root, "pluginWatcher": true});
-    let config = HostConfig::from_json(&config.to_string())
-        .map_err(|e| UsageError(format!("this kcsi cannot watch: {}", e.message())))?;
+    let config = HostConfig {
+        plugin_watcher: true,
+        ..HostConfig::node(&node, root)
+    }
+    .check()
+    .map_err(|e| UsageError(format!("this kcsi cannot watch: {}", e.message())))?;
     let host = NodeAgent::start(config).map_err(|e| UsageError(e.message().to_string()))?;
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),

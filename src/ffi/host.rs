@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use super::boundary::{guard, out_arg, str_arg, write_json_sorted, write_value};
 use super::catch::guard_value;
+use super::config::host_config;
 use super::error::kcsi_error;
 use super::handle::{free_handle, handle_arg, Handle};
 use super::kcsi_result;
-use crate::config::HostConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::{Host, HostStatus};
 use crate::node::plugin_watcher::PluginWatcherStatus;
@@ -68,7 +68,7 @@ pub extern "C" fn kcsi_host_new(
     err_out: *mut *mut kcsi_error,
 ) -> kcsi_result {
     guard!(err_out, || {
-        let config = HostConfig::from_json(str_arg(config_json, "config_json")?)?;
+        let config = host_config(str_arg(config_json, "config_json")?)?;
         out_arg(host_out, "host_out")?;
         logging::init();
         let _rt = runtime::handle()?.enter();

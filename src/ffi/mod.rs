@@ -24,6 +24,7 @@ pub mod dlopen;
 
 mod boundary;
 mod catch;
+mod config;
 mod handle;
 
 use std::ffi::c_char;

@@ -244,7 +244,15 @@ impl ApiServer {
         );
     }
 
-    /// A kcsi host config for `node` using this API server.
+    /// A kcsi host config for `node` using this API server (the typed one).
+    pub fn node_config(&self, root: &Path, node: &str) -> kcsi::HostConfig {
+        kcsi::HostConfig {
+            kubeconfig: Some(self.kubeconfig.clone()),
+            ..kcsi::HostConfig::node(node, root)
+        }
+    }
+
+    /// A kcsi host config for `node` using this API server, as `kcsi_host_new` takes it.
     pub fn host_config(&self, root: &Path, node: &str) -> String {
         serde_json::json!({"nodeName": node, "rootDir": root, "kubeconfig": self.kubeconfig})
             .to_string()
