@@ -4,56 +4,22 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"kcsi.dev/kcsi/internal/mountinfo"
 )
 
-// The tests' oracle for what is mounted: the kernel's mount table read by this package's own
-// parser, never kcsi's (a regression there must not make these checks agree with it).
-
-// mountPoints is the mount point of every line of /proc/self/mountinfo (its fifth field), with
-// the kernel's octal escapes of space, tab, newline and backslash decoded.
-func mountPoints(t testing.TB) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatalf("reading the mount table: %v", err)
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Split(line, " "); len(f) > 4 {
-			points = append(points, unescapeMountinfo(f[4]))
-		}
-	}
-	return points
-}
-
-// unescapeMountinfo decodes mountinfo's \ooo escapes.
-func unescapeMountinfo(s string) string {
-	var out strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				out.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		out.WriteByte(s[i])
-	}
-	return out.String()
-}
+// The tests' oracle for what is mounted: the kernel's mount table read by internal/mountinfo,
+// never by kcsi (a regression there must not make these checks agree with it).
 
 // mountsUnder lists the mount points at or below dir, deepest first.
 func mountsUnder(t testing.TB, dir string) []string {
 	t.Helper()
-	var under []string
-	for _, p := range mountPoints(t) {
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			under = append(under, p)
-		}
+	under, err := mountinfo.Under(dir)
+	if err != nil {
+		t.Fatalf("reading the mount table: %v", err)
 	}
 	sort.Slice(under, func(i, j int) bool { return len(under[i]) > len(under[j]) })
 	return under
@@ -62,12 +28,11 @@ func mountsUnder(t testing.TB, dir string) []string {
 // isMountPoint tells whether path itself is a mount point.
 func isMountPoint(t testing.TB, path string) bool {
 	t.Helper()
-	for _, p := range mountPoints(t) {
-		if p == path {
-			return true
-		}
+	ok, err := mountinfo.IsMountPoint(path)
+	if err != nil {
+		t.Fatalf("reading the mount table: %v", err)
 	}
-	return false
+	return ok
 }
 
 // nothingLeftMountedUnder fails t when a mount point is left at or below dir, then detaches

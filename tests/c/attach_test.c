@@ -134,10 +134,7 @@ int main(int argc, char **argv) {
     node = argv[4];
     root = argv[5];
     const char *pv = argv[6], *handle = argv[7];
-    snprintf(spec, sizeof spec,
-             "{\"persistentVolume\":{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],"
-             "\"csi\":{\"driver\":\"%s\",\"volumeHandle\":\"%s\"}}}}",
-             pv, driver, handle);
+    pv_spec(spec, sizeof spec, pv, driver, handle, 0);
     snprintf(specs, sizeof specs, "[%s]", spec);
     snprintf(volume_name, sizeof volume_name, "%s^%s", driver, handle);
 

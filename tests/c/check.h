@@ -6,6 +6,7 @@
 #include <kcsi.h>
 
 #include <stdio.h>
+#include <string.h>
 
 static int failures = 0;
 static int checks = 0;
@@ -32,5 +33,13 @@ static int checks = 0;
         }                                                                               \
         kcsi_error_free(err);                                                           \
     } while (0)
+
+/* Writes the JSON of a ReadWriteOnce CSI PersistentVolume spec (block: volumeMode Block) into buf. */
+static inline void pv_spec(char *buf, size_t size, const char *pv, const char *driver, const char *handle, int block) {
+    snprintf(buf, size,
+             "{\"persistentVolume\":{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"accessModes\":"
+             "[\"ReadWriteOnce\"],%s\"csi\":{\"driver\":\"%s\",\"volumeHandle\":\"%s\"}}}}",
+             pv, block ? "\"volumeMode\":\"Block\"," : "", driver, handle);
+}
 
 #endif

@@ -223,14 +223,8 @@ int main(int argc, char **argv) {
     root = argv[3];
     const char *fs_handle = argv[4], *block_handle = argv[5];
 
-    snprintf(spec, sizeof spec,
-             "{\"persistentVolume\":{\"metadata\":{\"name\":\"pv-c\"},\"spec\":{\"accessModes\":"
-             "[\"ReadWriteOnce\"],\"csi\":{\"driver\":\"%s\",\"volumeHandle\":\"%s\"}}}}",
-             driver, fs_handle);
-    snprintf(block_spec, sizeof block_spec,
-             "{\"persistentVolume\":{\"metadata\":{\"name\":\"pv-c-block\"},\"spec\":{\"accessModes\":"
-             "[\"ReadWriteOnce\"],\"volumeMode\":\"Block\",\"csi\":{\"driver\":\"%s\",\"volumeHandle\":\"%s\"}}}}",
-             driver, block_handle);
+    pv_spec(spec, sizeof spec, "pv-c", driver, fs_handle, 0);
+    pv_spec(block_spec, sizeof block_spec, "pv-c-block", driver, block_handle, 1);
     snprintf(pod, sizeof pod,
              "{\"metadata\":{\"name\":\"pod-c\",\"namespace\":\"default\",\"uid\":\"pod-c\"}}");
 

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +23,8 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/volume"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
+
+	"kcsi.dev/kcsi/internal/mountinfo"
 )
 
 // The tests run the real csi-driver-host-path (scripts/peers/build.sh hostpath, or
@@ -216,48 +217,12 @@ func testPod(uid string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-" + uid, Namespace: "default", UID: types.UID(uid)}}
 }
 
-// mountPoints is the mount point of every line of /proc/self/mountinfo (its fifth field), with
-// the kernel's octal escapes of space, tab, newline and backslash decoded: the tests' own
-// reading of the mount table, never kcsi's.
-func mountPoints(t testing.TB) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatalf("reading the mount table: %v", err)
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Split(line, " "); len(f) > 4 {
-			points = append(points, unescapeMountinfo(f[4]))
-		}
-	}
-	return points
-}
-
-// unescapeMountinfo decodes mountinfo's \ooo escapes.
-func unescapeMountinfo(s string) string {
-	var out strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				out.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		out.WriteByte(s[i])
-	}
-	return out.String()
-}
-
 // unmountUnder lazily unmounts every mount below dir, deepest first, so nothing is left
 // behind even when a test failed half way.
 func unmountUnder(t testing.TB, dir string) {
-	var points []string
-	for _, p := range mountPoints(t) {
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			points = append(points, p)
-		}
+	points, err := mountinfo.Under(dir)
+	if err != nil {
+		t.Fatalf("reading the mount table: %v", err)
 	}
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	for _, p := range points {
@@ -267,14 +232,14 @@ func unmountUnder(t testing.TB, dir string) {
 	}
 }
 
+// isMountPoint reads the mount table with the tests' own reader (internal/mountinfo), never kcsi's.
 func isMountPoint(t *testing.T, path string) bool {
 	t.Helper()
-	for _, p := range mountPoints(t) {
-		if p == path {
-			return true
-		}
+	ok, err := mountinfo.IsMountPoint(path)
+	if err != nil {
+		t.Fatalf("reading the mount table: %v", err)
 	}
-	return false
+	return ok
 }
 
 // detachLoopsUnder detaches loop devices backed by files below dir (the driver's block
