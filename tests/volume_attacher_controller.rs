@@ -167,9 +167,14 @@ fn attach_creates_the_attachment_and_returns_once_the_external_attacher_publishe
         });
     let returned = Instant::now();
     let took = returned - start;
+    // Read before anything else waits: Attach returned only once the attachment was attached.
+    let va = c.va(&name).expect("the VolumeAttachment exists");
+    assert!(
+        va.status.as_ref().is_some_and(|s| s.attached),
+        "Attach returned before the external-attacher attached: {va:?}"
+    );
     let status_seen = seen.join().unwrap();
     assert_eq!(name, c.va_name(&handle));
-    let va = c.va(&name).expect("the VolumeAttachment exists");
     assert_eq!(va.spec.attacher, c.driver_name);
     assert_eq!(va.spec.node_name, c.node);
     let pv = spec["persistentVolume"]["metadata"]["name"]
@@ -177,7 +182,6 @@ fn attach_creates_the_attachment_and_returns_once_the_external_attacher_publishe
         .unwrap();
     assert_eq!(va.spec.source.persistent_volume_name.as_deref(), Some(pv));
     assert!(va.spec.source.inline_volume_spec.is_none());
-    assert!(va.status.as_ref().unwrap().attached, "{va:?}");
     let publish = c.driver.last_request("ControllerPublishVolume");
     assert_eq!(publish["volume_id"], json!(handle), "{publish}");
     assert_eq!(publish["node_id"], json!(c.node), "{publish}");
