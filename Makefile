@@ -89,19 +89,18 @@ bench-upstream: build
 ## bench-kubelet: pods to Running and torn down in the real kubelet, kcsi and upstream's plugin
 ## side by side (six rounds, each plugin first in three), 32 and 110 pods, filesystem and block,
 ## with the rounds compared pair by pair (sign test, median ratio and its 95 % interval); plus
-## the attach run.
+## the attach run (benches/kubelet/pods, scripts/bench-kubelet.sh).
 ## Then the same without the attach run and with the kubelet's API rate limit lifted (50 -> 1000
 ## QPS), where the pods wait for the plugins and the driver rather than for the kubelet's client.
 bench-kubelet: build
-	KCSI_KUBELET_GO_TESTS=0 KCSI_KUBELET_BENCH=32,110 \
-	  KCSI_KUBELET_ARGS="-scenarios none -bench-rounds 6 -bench-volumes fs,block" scripts/test-kubelet.sh
-	KCSI_KUBELET_GO_TESTS=0 KCSI_KUBELET_BENCH=32,110 \
-	  KCSI_KUBELET_ARGS="-scenarios none -bench-rounds 6 -bench-volumes fs,block -bench-attach=false -kubelet-api-qps 1000" \
-	  scripts/test-kubelet.sh
+	KCSI_KUBELET_BENCH=32,110 KCSI_KUBELET_BENCH_ARGS="-bench-rounds 6 -bench-volumes fs,block" scripts/bench-kubelet.sh
+	KCSI_KUBELET_BENCH=32,110 KCSI_KUBELET_BENCH_ARGS="-bench-rounds 6 -bench-volumes fs,block -bench-attach=false -kubelet-api-qps 1000" \
+	  scripts/bench-kubelet.sh
 
 ## bench-fleet: 20 hollow nodes (the real kubelet, registrar and hostpath driver each) per
 ## plugin on one kube-apiserver: API requests per node at registration, at rest and around an
-## API server restart, Node/CSINode writes, kubelet RSS; kcsi and upstream side by side.
+## API server restart, Node/CSINode writes, kubelet RSS; kcsi and upstream side by side
+## (benches/kubelet/fleet).
 bench-fleet: build
 	scripts/bench-fleet.sh
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Kubelet suite: kcsi inside the real kubelet code (tests/kubelet, see its main.go), against a
+# Kubelet suite: kcsi inside the real kubelet code (tests/kubelet, see cmd/kubelet-e2e/main.go), against a
 # real kube-apiserver + etcd, the real node-driver-registrar and the real hostpath driver (and,
 # for the attach scenarios, the real attach/detach controller and external-attacher),
 # every scenario also run with upstream's CSI plugin and compared; then the volumeplugin
-# package's own tests against the real hostpath driver.
-#   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmarks (default 32; 0 skips them)
-#   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's and the statistics' tests (make bench-kubelet)
+# package's own tests against the real hostpath driver; then a short run of the pods
+# benchmark (scripts/bench-kubelet.sh, benches/kubelet/pods).
+#   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmark (default 32; 0 skips it)
+#   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's and the suite's Go unit tests
 #   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
 # The e2e binary links the whole kubelet (~2 min on 2 cores at first, after the peers):
 # scripts/kubelet-e2e-bin.sh builds and caches it.
@@ -36,13 +37,15 @@ failed=()
 if [ "${KCSI_KUBELET_GO_TESTS:-1}" != 0 ]; then
   echo "--- volumeplugin: go vet, go test"
   (cd bindings/go/volumeplugin && "$GO" vet ./... && "$GO" test -count=1 ./...) || failed+=(volumeplugin)
-  echo "--- the suite's comparison rules, the benchmarks' statistics, its mount table reader: go test"
-  (cd tests/kubelet && "$GO" test -count=1 . ./stats ./mountinfo) || failed+=(kubelet-go-tests)
+  echo "--- the suite's comparison rules and mount table reader, the benchmarks' statistics: go vet, go test"
+  (cd tests/kubelet && "$GO" vet ./... && "$GO" test -count=1 ./pkg/...) || failed+=(kubelet-go-tests)
+  (cd benches/kubelet && "$GO" vet ./... && "$GO" test -count=1 ./...) || failed+=(kubelet-bench-go-tests)
 fi
 echo "--- kubelet-e2e run"
 start=$SECONDS
 # shellcheck disable=SC2086
-"$BIN" run -repo "$REPO" -bench "${KCSI_KUBELET_BENCH:-32}" ${KCSI_KUBELET_ARGS:-} || failed+=(kubelet-e2e)
+"$BIN" run -repo "$REPO" ${KCSI_KUBELET_ARGS:-} || failed+=(kubelet-e2e)
 echo "--- kubelet-e2e run took $((SECONDS - start)) s"
+scripts/bench-kubelet.sh || failed+=(bench-kubelet)
 echo "kubelet: ${failed[*]:+FAILED: ${failed[*]}}${failed[*]:-ok}"
 [ ${#failed[@]} -eq 0 ]

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
 )
 
 type window struct{ from, to time.Time }
@@ -43,7 +45,7 @@ func client(userAgent string) string {
 	switch {
 	case strings.HasPrefix(userAgent, "kcsi-e2e-kubelet"):
 		return "kubelet" // upstream's plugin uses the kubelet's client
-	case strings.HasPrefix(userAgent, observerAgent), strings.HasPrefix(userAgent, "kube-apiserver/"),
+	case strings.HasPrefix(userAgent, cluster.ObserverAgent), strings.HasPrefix(userAgent, "kube-apiserver/"),
 		strings.HasPrefix(userAgent, "curl/"):
 		return ""
 	}

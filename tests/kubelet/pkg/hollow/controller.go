@@ -1,4 +1,4 @@
-package main
+package hollow
 
 import (
 	"context"
@@ -22,13 +22,13 @@ import (
 	"kcsi.dev/kcsi/volumeplugin"
 )
 
-// runController runs the real attach/detach controller as kube-controller-manager starts it
+// RunController runs the real attach/detach controller as kube-controller-manager starts it
 // (cmd/kube-controller-manager/app/core.go newPersistentVolumeAttachDetachController): its
 // informers from one shared factory, the attachable plugins, the flexvolume prober and
 // attachdetach.DefaultTimerConfig. The one setting changed is the reconciler's sync period
 // (kube-controller-manager's --attach-detach-reconcile-sync-period, 1 min by default), so a
 // scenario sees VolumesAreAttached run within seconds.
-func runController(args []string) error {
+func RunController(args []string) error {
 	fs := flag.NewFlagSet("controller", flag.ExitOnError)
 	plugin := fs.String("plugin", "kcsi", "CSI volume plugin: kcsi or upstream")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the API server")

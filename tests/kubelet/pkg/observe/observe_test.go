@@ -1,4 +1,4 @@
-package main
+package observe
 
 import (
 	"os"
@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-func publish(volume string, failed bool) call {
-	c := call{Method: "ControllerPublishVolume", Request: map[string]any{"volume_id": volume, "node_id": "n"}}
+func publish(volume string, failed bool) Call {
+	c := Call{Method: "ControllerPublishVolume", Request: map[string]any{"volume_id": volume, "node_id": "n"}}
 	if failed {
 		c.Error = "rpc error: code = ResourceExhausted desc = the node's one attachment is taken"
 	}
@@ -18,25 +18,25 @@ func publish(volume string, failed bool) call {
 }
 
 func TestControllerPublishIsFoldedAfterAFailureAndOnceAfterASuccess(t *testing.T) {
-	z := &normalizer{}
-	calls := []call{
+	z := &Normalizer{}
+	calls := []Call{
 		publish("a", true), publish("a", true), publish("a", false), // a retry, then a retry that succeeds
 		publish("a", false), publish("a", false), // the attacher's one resync, then one compared in full
 		publish("b", false), publish("b", false), publish("b", false), // one resync, one compared
 	}
-	compared, counts := z.callLines(calls)
+	compared, counts := z.CallLines(calls)
 	if len(compared) != 4 || counts["ControllerPublishVolume retry"] != 2 || counts["ControllerPublishVolume resync"] != 2 {
 		t.Errorf("callLines = %q, %v; want 4 lines compared, 2 retries and 2 resyncs", compared, counts)
 	}
 }
 
 func TestOnlyATokenRepublishRightAfterTheSamePublishIsFolded(t *testing.T) {
-	z := &normalizer{}
-	token := call{Method: "NodePublishVolume", Request: map[string]any{"volume_id": "a",
+	z := &Normalizer{}
+	token := Call{Method: "NodePublishVolume", Request: map[string]any{"volume_id": "a",
 		"volume_context": map[string]any{"csi.storage.k8s.io/serviceAccount.tokens": "{}"}}}
-	plain := call{Method: "NodePublishVolume", Request: map[string]any{"volume_id": "a"}}
-	unpublish := call{Method: "NodeUnpublishVolume", Request: map[string]any{"volume_id": "a"}}
-	compared, counts := z.callLines([]call{token, token, token, unpublish, token, plain, plain})
+	plain := Call{Method: "NodePublishVolume", Request: map[string]any{"volume_id": "a"}}
+	unpublish := Call{Method: "NodeUnpublishVolume", Request: map[string]any{"volume_id": "a"}}
+	compared, counts := z.CallLines([]Call{token, token, token, unpublish, token, plain, plain})
 	if len(compared) != 5 || counts["NodePublishVolume republish"] != 2 {
 		t.Errorf("callLines = %q, %v; want 5 lines compared and 2 republishes", compared, counts)
 	}
@@ -96,7 +96,7 @@ func TestReadCallsFailsOnWhatItCannotRead(t *testing.T) {
 		}
 		return p
 	}
-	calls, err := readCalls(write("good.log", "I1206 started\n"+good), 0)
+	calls, err := ReadCalls(write("good.log", "I1206 started\n"+good), 0)
 	if err != nil || len(calls) != 1 || calls[0].Method != "NodePublishVolume" {
 		t.Errorf("readCalls(a good log) = %+v, %v; want one NodePublishVolume", calls, err)
 	}
@@ -105,17 +105,17 @@ func TestReadCallsFailsOnWhatItCannotRead(t *testing.T) {
 		"no-method.log": `I1206 gRPCCall: {"Request":{}}` + "\n",
 		"long.log":      "gRPCCall: " + strings.Repeat("x", 17<<20) + "\n",
 	} {
-		if calls, err := readCalls(write(name, text), 0); err == nil {
+		if calls, err := ReadCalls(write(name, text), 0); err == nil {
 			t.Errorf("readCalls(%s) = %d calls, no error; want an error", name, len(calls))
 		}
 	}
-	if _, err := readCalls(filepath.Join(dir, "missing.log"), 0); err == nil {
+	if _, err := ReadCalls(filepath.Join(dir, "missing.log"), 0); err == nil {
 		t.Error("readCalls of a missing log: no error")
 	}
 }
 
 func TestCountKeysGiveBothPluginsEveryRuledKey(t *testing.T) {
-	o := &observation{}
+	o := &Observation{}
 	countKeys(o, "running:", map[string]int{"NodeGetCapabilities": 3, "Probe": 1}, time.Minute)
 	for suffix := range countRules {
 		if !slices.Contains(o.keys, "running: "+suffix) {

@@ -1,4 +1,4 @@
-package main
+package observe
 
 import (
 	"fmt"
@@ -85,19 +85,19 @@ var allowedEmptyDirs = map[string]string{
 	"plugins/kubernetes.io/csi/.kcsi-tmp": "kcsi writes vol_data.json through a temp file here (same filesystem, so the rename stays atomic) and sweeps it at host start, so a kill mid-write never leaves a file in a pod's volume dir; a few blank temp files are kept here ready, so the write before a driver call costs one fdatasync of a file already on disk",
 }
 
-// bucketKeys records the bucket of each count a rule names.
-func bucketKeys(o *observation, prefix string, counts map[string]int, window time.Duration) {
+// BucketKeys records the bucket of each count a rule names.
+func BucketKeys(o *Observation, prefix string, counts map[string]int, window time.Duration) {
 	for _, suffix := range slices.Sorted(maps.Keys(countRules)) {
 		method, _ := strings.CutSuffix(suffix, " count")
-		o.add(prefix+" "+suffix, bucket(counts[method], window))
+		o.Add(prefix+" "+suffix, bucket(counts[method], window))
 	}
 }
 
 // countKeys records the counts of the methods compared only by count: those with a count rule
 // each under their own key as a bucket (0 too, so both plugins have the key), all others
 // together under one key, exactly.
-func countKeys(o *observation, prefix string, counts map[string]int, window time.Duration) {
-	bucketKeys(o, prefix, counts, window)
+func countKeys(o *Observation, prefix string, counts map[string]int, window time.Duration) {
+	BucketKeys(o, prefix, counts, window)
 	var lines []string
 	for m, k := range counts {
 		if _, ok := countRules[m+" count"]; !ok {
@@ -105,5 +105,5 @@ func countKeys(o *observation, prefix string, counts map[string]int, window time
 		}
 	}
 	sort.Strings(lines)
-	o.add(prefix+" csi request counts", lines...)
+	o.Add(prefix+" csi request counts", lines...)
 }

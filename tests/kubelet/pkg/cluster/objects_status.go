@@ -1,23 +1,26 @@
-package main
+package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
 // objectLines: what the kubelet and the plugin leave on the API objects of the node's
 // namespace: each pod's phase, each claim's and volume's status (phase, capacity,
 // conditions), and the reasons of the events about each object.
-func (n *node) objectLines(ctx context.Context, z *normalizer) []string {
+func (n *Node) objectLines(ctx context.Context, z *observe.Normalizer) []string {
 	var lines []string
-	pods, err := n.s.client.CoreV1().Pods(n.ns).List(ctx, metav1.ListOptions{})
+	pods, err := n.Suite.Client.CoreV1().Pods(n.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return []string{"pods: " + err.Error()}
 	}
@@ -28,7 +31,7 @@ func (n *node) objectLines(ctx context.Context, z *normalizer) []string {
 		}
 		lines = append(lines, line)
 	}
-	pvcs, err := n.s.client.CoreV1().PersistentVolumeClaims(n.ns).List(ctx, metav1.ListOptions{})
+	pvcs, err := n.Suite.Client.CoreV1().PersistentVolumeClaims(n.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return append(lines, "claims: "+err.Error())
 	}
@@ -43,12 +46,12 @@ func (n *node) objectLines(ctx context.Context, z *normalizer) []string {
 		if c.Spec.VolumeName == "" {
 			continue
 		}
-		pv, err := n.s.client.CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
+		pv, err := n.Suite.Client.CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
 		if err != nil {
 			lines = append(lines, "PV of "+c.Name+": "+err.Error())
 			continue
 		}
-		lines = append(lines, z.apply(fmt.Sprintf("PV %s phase %s capacity %s", pv.Name, pv.Status.Phase, pv.Spec.Capacity.Storage())))
+		lines = append(lines, z.Apply(fmt.Sprintf("PV %s phase %s capacity %s", pv.Name, pv.Status.Phase, pv.Spec.Capacity.Storage())))
 	}
 	reasons, err := n.settledEventReasons(ctx, pods.Items)
 	if err != nil {
@@ -65,7 +68,7 @@ func (n *node) objectLines(ctx context.Context, z *normalizer) []string {
 			rs = append(rs, r)
 		}
 		sort.Strings(rs)
-		lines = append(lines, z.apply("events of "+obj+": "+strings.Join(rs, ", ")))
+		lines = append(lines, z.Apply("events of "+obj+": "+strings.Join(rs, ", ")))
 	}
 	return lines
 }
@@ -75,12 +78,12 @@ func (n *node) objectLines(ctx context.Context, z *normalizer) []string {
 // posted asynchronously, so a snapshot taken as a pod turns Running could otherwise miss its
 // Started event in one run and not the other. Settled: every Running pod has its Started
 // event and two reads settleGap apart agree (or settleMax passed: the last read is used).
-func (n *node) settledEventReasons(ctx context.Context, pods []v1.Pod) (map[string]map[string]bool, error) {
+func (n *Node) settledEventReasons(ctx context.Context, pods []v1.Pod) (map[string]map[string]bool, error) {
 	const settleGap, settleMax = 250 * time.Millisecond, 10 * time.Second
 	deadline := time.Now().Add(settleMax)
 	var last map[string]map[string]bool
 	for {
-		events, err := n.s.client.CoreV1().Events(n.ns).List(ctx, metav1.ListOptions{})
+		events, err := n.Suite.Client.CoreV1().Events(n.NS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -108,4 +111,34 @@ func (n *node) settledEventReasons(ctx context.Context, pods []v1.Pod) (map[stri
 		case <-time.After(settleGap):
 		}
 	}
+}
+
+// nodeLines: what the plugin publishes about the node: CSINode drivers, the node-ID
+// annotation, topology labels.
+func (n *Node) nodeLines(ctx context.Context, z *observe.Normalizer) []string {
+	var lines []string
+	cn, err := n.Suite.Client.StorageV1().CSINodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		return []string{"CSINode: " + err.Error()}
+	}
+	// A list keyed by name (listType=map): its order follows which driver registered or
+	// re-registered last (e.g. after a kubelet restart), not the plugin.
+	drivers := slices.Clone(cn.Spec.Drivers)
+	sort.Slice(drivers, func(i, j int) bool { return drivers[i].Name < drivers[j].Name })
+	b, _ := json.Marshal(drivers)
+	lines = append(lines, "CSINode.spec.drivers "+z.Apply(string(b)))
+	lines = append(lines, "CSINode migrated-plugins "+cn.Annotations["storage.alpha.kubernetes.io/migrated-plugins"])
+	nd, err := n.Suite.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		return append(lines, "Node: "+err.Error())
+	}
+	lines = append(lines, "Node nodeid annotation "+z.Apply(nd.Annotations["csi.volume.kubernetes.io/nodeid"]))
+	var labels []string
+	for k, v := range nd.Labels {
+		if strings.Contains(k, "hostpath") {
+			labels = append(labels, k+"="+z.Apply(v))
+		}
+	}
+	sort.Strings(labels)
+	return append(lines, "Node driver labels "+strings.Join(labels, ","))
 }

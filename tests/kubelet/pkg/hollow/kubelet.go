@@ -1,4 +1,4 @@
-package main
+package hollow
 
 import (
 	"context"
@@ -51,7 +51,9 @@ func (c pluginContainerManager) GetPluginRegistrationHandlers() map[string]cache
 	return c.handlers
 }
 
-func runKubelet(args []string) error {
+// RunKubelet is `kubelet-e2e kubelet`: one kubelet with kcsi's or upstream's CSI plugin until
+// SIGTERM.
+func RunKubelet(args []string) error {
 	fs := flag.NewFlagSet("kubelet", flag.ExitOnError)
 	plugin := fs.String("plugin", "kcsi", "CSI volume plugin: kcsi or upstream")
 	root := fs.String("root", "", "kubelet root directory")

@@ -16,8 +16,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"kcsi.dev/kcsi/tests/kubelet/mountinfo"
-	"kcsi.dev/kcsi/tests/kubelet/stats"
+	"kcsi.dev/kcsi/benches/kubelet/stats"
+	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
+	"kcsi.dev/kcsi/tests/kubelet/pkg/mountinfo"
+	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
 type benchResult struct {
@@ -34,21 +36,21 @@ type benchResult struct {
 // benchmark creates count pods with one PVC each at once (kind: fs, block or attach, an
 // attach-required filesystem PVC) and times until all are Running and, after deleting them
 // all at once, until all are gone with their pod dirs (and, with attach, detached).
-func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResult, error) {
+func benchmark(ctx context.Context, n *cluster.Node, count int, kind string) (benchResult, error) {
 	var r benchResult
 	attach := kind == "attach"
-	claims := make([]*claim, count)
+	claims := make([]*cluster.Claim, count)
 	for i := range claims {
 		name := fmt.Sprintf("bench-%03d", i)
-		var c *claim
+		var c *cluster.Claim
 		var err error
 		switch kind {
 		case "fs":
-			c, err = n.createClaim(ctx, name, false)
+			c, err = n.CreateClaim(ctx, name, false)
 		case "block":
-			c, err = n.createClaim(ctx, "block-"+name, true)
+			c, err = n.CreateClaim(ctx, "block-"+name, true)
 		case "attach":
-			c, err = n.attachClaim(ctx, "attach-"+name)
+			c, err = n.AttachClaim(ctx, "attach-"+name)
 		default:
 			err = fmt.Errorf("benchmark: volume kind %q, want fs, block or attach", kind)
 		}
@@ -56,17 +58,17 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 			return r, err
 		}
 		claims[i] = c
-		defer n.deleteClaim(context.Background(), c)
+		defer n.DeleteClaim(context.Background(), c)
 	}
 	var seen *attachTimes
 	if attach {
 		var err error
-		if seen, err = n.watchAttach(ctx); err != nil {
+		if seen, err = watchAttach(ctx, n); err != nil {
 			return r, err
 		}
-		defer seen.stop()
+		defer seen.Stop()
 	}
-	before, err := mountinfo.Under(n.root)
+	before, err := mountinfo.Under(n.Root)
 	if err != nil {
 		return r, err
 	}
@@ -79,12 +81,12 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pod := n.claimPod(fmt.Sprintf("bench-%03d", i), c)
+			pod := n.ClaimPod(fmt.Sprintf("bench-%03d", i), c)
 			if kind == "block" {
 				pod.Spec.Containers[0].VolumeMounts = nil
 				pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}}
 			}
-			p, err := n.s.client.CoreV1().Pods(n.ns).Create(ctx, pod, metav1.CreateOptions{})
+			p, err := n.Suite.Client.CoreV1().Pods(n.NS).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
 				errs <- err
 				return
@@ -98,10 +100,10 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 		return r, err
 	}
 	for _, p := range pods {
-		defer n.s.client.CoreV1().Pods(n.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+		defer n.Suite.Client.CoreV1().Pods(n.NS).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
 	}
 	for _, p := range pods {
-		if _, err := n.waitRunning(ctx, p.Name, 5*time.Minute); err != nil {
+		if _, err := n.WaitRunning(ctx, p.Name, 5*time.Minute); err != nil {
 			return r, err
 		}
 	}
@@ -115,23 +117,23 @@ func (n *node) benchmark(ctx context.Context, count int, kind string) (benchResu
 
 	start = time.Now()
 	for _, p := range pods {
-		if err := n.s.client.CoreV1().Pods(n.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		if err := n.Suite.Client.CoreV1().Pods(n.NS).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 			return r, err
 		}
 	}
-	td, err := n.watchTeardown(ctx, pods, mountsBefore, start)
+	td, err := watchTeardown(ctx, n, pods, mountsBefore, start)
 	if err != nil {
 		return r, err
 	}
 	r.teardown = td
 	if attach {
-		if err := n.attach.waitDetached(ctx); err != nil {
+		if err := n.Attach.WaitDetached(ctx); err != nil {
 			return r, err
 		}
 		r.detached = time.Since(start)
 	}
 	fmt.Printf("[%s] benchmark: %d pods with one %s PVC each Running in %.1f s; deleted in %.1f s, unmounted in %.1f s, dirs removed in %.1f s (at most %.1f s after their pod)\n",
-		n.plugin, count, kind, r.running.Seconds(), r.deleted.Seconds(), r.unmounted.Seconds(), r.dirsRemoved.Seconds(), r.dirLag.Seconds())
+		n.Plugin, count, kind, r.running.Seconds(), r.deleted.Seconds(), r.unmounted.Seconds(), r.dirsRemoved.Seconds(), r.dirLag.Seconds())
 	return r, nil
 }
 
@@ -146,12 +148,12 @@ type teardown struct {
 
 // watchTeardown polls every 100 ms until the pods, their mounts above mountsBefore under the
 // kubelet's root, and their dirs are gone.
-func (n *node) watchTeardown(ctx context.Context, pods []*v1.Pod, mountsBefore int, start time.Time) (teardown, error) {
+func watchTeardown(ctx context.Context, n *cluster.Node, pods []*v1.Pod, mountsBefore int, start time.Time) (teardown, error) {
 	var t teardown
 	goneAt := map[string]time.Duration{}
 	dirGone := map[string]bool{}
-	err := waitFor(ctx, 5*time.Minute, "the benchmark's pods deleted, unmounted and their dirs removed", func() (bool, error) {
-		list, err := n.s.client.CoreV1().Pods(n.ns).List(ctx, metav1.ListOptions{})
+	err := cluster.WaitFor(ctx, 5*time.Minute, "the benchmark's pods deleted, unmounted and their dirs removed", func() (bool, error) {
+		list, err := n.Suite.Client.CoreV1().Pods(n.NS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -173,7 +175,7 @@ func (n *node) watchTeardown(ctx context.Context, pods []*v1.Pod, mountsBefore i
 			if dirGone[p.Name] {
 				continue
 			}
-			if _, err := statPodDir(n.root, p); err == nil {
+			if _, err := cluster.StatPodDir(n.Root, p); err == nil {
 				done = false
 				continue
 			}
@@ -182,7 +184,7 @@ func (n *node) watchTeardown(ctx context.Context, pods []*v1.Pod, mountsBefore i
 			t.dirLag = max(t.dirLag, now-goneAt[p.Name])
 		}
 		if t.unmounted == 0 {
-			mounts, err := mountinfo.Under(n.root)
+			mounts, err := mountinfo.Under(n.Root)
 			if err != nil || len(mounts) > mountsBefore {
 				return false, err
 			}
@@ -201,7 +203,7 @@ type attachTimes struct {
 	stopCh           chan struct{}
 }
 
-func (n *node) watchAttach(ctx context.Context) (*attachTimes, error) {
+func watchAttach(ctx context.Context, n *cluster.Node) (*attachTimes, error) {
 	t := &attachTimes{attached: map[string]time.Time{}, inNode: map[string]time.Time{}, stopCh: make(chan struct{})}
 	first := func(m map[string]time.Time, key string) {
 		t.mu.Lock()
@@ -210,14 +212,14 @@ func (n *node) watchAttach(ctx context.Context) (*attachTimes, error) {
 			m[key] = time.Now()
 		}
 	}
-	factory := informers.NewSharedInformerFactory(n.s.client, 0)
+	factory := informers.NewSharedInformerFactory(n.Suite.Client, 0)
 	onVA := func(obj any) {
-		if va, ok := obj.(*storagev1.VolumeAttachment); ok && va.Spec.NodeName == n.name && va.Status.Attached && va.Spec.Source.PersistentVolumeName != nil {
+		if va, ok := obj.(*storagev1.VolumeAttachment); ok && va.Spec.NodeName == n.Name && va.Status.Attached && va.Spec.Source.PersistentVolumeName != nil {
 			first(t.attached, *va.Spec.Source.PersistentVolumeName)
 		}
 	}
 	onNode := func(obj any) {
-		if nd, ok := obj.(*v1.Node); ok && nd.Name == n.name {
+		if nd, ok := obj.(*v1.Node); ok && nd.Name == n.Name {
 			for _, v := range nd.Status.VolumesAttached {
 				first(t.inNode, string(v.Name))
 			}
@@ -241,19 +243,19 @@ func (n *node) watchAttach(ctx context.Context) (*attachTimes, error) {
 	return t, nil
 }
 
-func (t *attachTimes) stop() { close(t.stopCh) }
+func (t *attachTimes) Stop() { close(t.stopCh) }
 
 // result: the time from start to the last attachment, and each volume's attach-return time.
-func (t *attachTimes) result(claims []*claim, start time.Time) (time.Duration, []time.Duration, error) {
+func (t *attachTimes) result(claims []*cluster.Claim, start time.Time) (time.Duration, []time.Duration, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var last time.Time
 	var lat []time.Duration
 	for _, c := range claims {
-		at, ok := t.attached[c.pv]
-		in, inOK := t.inNode["kubernetes.io/csi/"+attachDriverName+"^"+c.handle]
+		at, ok := t.attached[c.PV]
+		in, inOK := t.inNode["kubernetes.io/csi/"+cluster.AttachDriverName+"^"+c.Handle]
 		if !ok || !inOK {
-			return 0, nil, fmt.Errorf("benchmark: the watches missed volume %s (attached seen %v, in node status seen %v)", c.pv, ok, inOK)
+			return 0, nil, fmt.Errorf("benchmark: the watches missed volume %s (attached seen %v, in node status seen %v)", c.PV, ok, inOK)
 		}
 		if at.After(last) {
 			last = at
@@ -305,17 +307,17 @@ func (c benchConfig) String() string {
 type benchRuns map[benchConfig]map[string][]benchResult
 
 // run runs one benchmark and records it; it returns 1 if it failed (and says why), else 0.
-func (b benchRuns) run(ctx context.Context, n *node, count int, kind string) int {
-	r, err := n.benchmark(ctx, count, kind)
+func (b benchRuns) run(ctx context.Context, n *cluster.Node, count int, kind string) int {
+	r, err := benchmark(ctx, n, count, kind)
 	if err != nil {
-		fmt.Printf("[%s] benchmark (%d pods, %s): ERROR: %v\n", n.plugin, count, kind, err)
+		fmt.Printf("[%s] benchmark (%d pods, %s): ERROR: %v\n", n.Plugin, count, kind, err)
 		return 1
 	}
 	key := benchConfig{count, kind}
 	if b[key] == nil {
 		b[key] = map[string][]benchResult{}
 	}
-	b[key][n.plugin] = append(b[key][n.plugin], r)
+	b[key][n.Plugin] = append(b[key][n.Plugin], r)
 	return 0
 }
 
@@ -344,7 +346,7 @@ func (b benchRuns) print(apiQPS int) {
 	fmt.Printf("\nbenchmark: pods created at once, then deleted at once (same run, same machine, %s; median [min-max] over the runs)\n", limit)
 	for _, k := range b.configs() {
 		fmt.Printf("  %s\n", k)
-		for _, p := range plugins {
+		for _, p := range observe.Plugins {
 			rs := b[k][p]
 			if len(rs) == 0 {
 				continue

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"kcsi.dev/kcsi/tests/kubelet/stats"
+	"kcsi.dev/kcsi/benches/kubelet/stats"
 )
 
 // printPaired compares the plugins round by round. Each round of a filesystem or block

@@ -14,6 +14,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
+	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
 // A fleet is N hollow nodes (kubemark style: the real kubelet code with fake containers, each
@@ -43,9 +45,11 @@ type fleetResult struct {
 	registrarRestarts int
 }
 
+// runFleet runs each selected plugin's fleet in turn and prints the figures.
 func runFleet(args []string) error {
 	fs := flag.NewFlagSet("fleet", flag.ExitOnError)
 	repo := fs.String("repo", ".", "the kcsi repository (for scripts/peers)")
+	e2e := fs.String("e2e", "", "the kubelet-e2e binary, which runs the kubelets (scripts/kubelet-e2e-bin.sh)")
 	work := fs.String("work", "", "work directory (default: a new one under /tmp)")
 	count := fs.Int("nodes", 20, "hollow nodes per plugin")
 	plugin := fs.String("plugin", "both", "kcsi, upstream or both")
@@ -58,25 +62,28 @@ func runFleet(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *e2e == "" {
+		return fmt.Errorf("-e2e is required")
+	}
 	o.nodes = *count
-	selected := plugins
+	selected := observe.Plugins
 	if *plugin != "both" {
 		selected = []string{*plugin}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	s, err := newSuite(*repo, *work, "kcsi-fleet.")
+	s, err := cluster.NewSuite(*repo, *work, "kcsi-fleet.", *e2e)
 	if err != nil {
 		return err
 	}
 	if !*keep {
-		defer s.removeWork()
+		defer s.RemoveWork()
 	}
 	results := map[string]*fleetResult{}
 	for _, p := range selected {
-		r, err := s.runPluginFleet(ctx, p, o)
+		r, err := runPluginFleet(ctx, s, p, o)
 		if err != nil {
-			return fmt.Errorf("%s fleet: %w (logs under %s: run with -keep)", p, err, filepath.Join(s.work, p))
+			return fmt.Errorf("%s fleet: %w (logs under %s: run with -keep)", p, err, filepath.Join(s.Work, p))
 		}
 		r.print(p)
 		results[p] = r
@@ -87,27 +94,27 @@ func runFleet(args []string) error {
 
 // fleet is one plugin's nodes while they run.
 type fleet struct {
-	s     *suite
-	nodes []*node
+	s     *cluster.Suite
+	nodes []*cluster.Node
 	// A registrar whose registration fails exits ("restarting registration container"), and
 	// the kubelet restarts a DaemonSet's container after 10 s, doubling up to 5 min
 	// (CrashLoopBackOff): the fleet does the same.
-	exited   map[*node]time.Time
-	restarts map[*node]int
+	exited   map[*cluster.Node]time.Time
+	restarts map[*cluster.Node]int
 }
 
-func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) (_ *fleetResult, err error) {
-	dir := filepath.Join(s.work, plugin)
+func runPluginFleet(ctx context.Context, s *cluster.Suite, plugin string, o fleetOpts) (_ *fleetResult, err error) {
+	dir := filepath.Join(s.Work, plugin)
 	api := filepath.Join(dir, "api")
-	stopAPI, err := s.startAPIServer(api, "KCSI_APISERVER_AUDIT=1")
+	stopAPI, err := s.StartAPIServer(api, "KCSI_APISERVER_AUDIT=1")
 	if err != nil {
 		return nil, err
 	}
 	defer stopAPI()
-	if _, err := s.client.StorageV1().CSIDrivers().Create(ctx, hostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Client.StorageV1().CSIDrivers().Create(ctx, cluster.HostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	f := &fleet{s: s, exited: map[*node]time.Time{}, restarts: map[*node]int{}}
+	f := &fleet{s: s, exited: map[*cluster.Node]time.Time{}, restarts: map[*cluster.Node]int{}}
 	defer func() {
 		if serr := f.stop(); err == nil {
 			err = serr
@@ -118,12 +125,12 @@ func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) 
 	fmt.Printf("[%s] starting %d nodes\n", plugin, o.nodes)
 	start := time.Now()
 	for i := 0; i < o.nodes; i++ {
-		n := s.nodeIn(filepath.Join(dir, fmt.Sprintf("node-%02d", i)), plugin, fmt.Sprintf("%s-%02d", plugin, i))
+		n := s.NodeIn(filepath.Join(dir, fmt.Sprintf("node-%02d", i)), plugin, fmt.Sprintf("%s-%02d", plugin, i))
 		// The kubelet's default status period, so the counts are a real node's; -v=1 keeps
 		// 20 kubelets' logging off the 2 cores.
-		n.kubeletArgs = []string{"-node-status-update=10s", "-v=1"}
+		n.KubeletArgs = []string{"-node-status-update=10s", "-v=1"}
 		f.nodes = append(f.nodes, n)
-		if err := n.launchKubelet(); err != nil {
+		if err := n.LaunchKubelet(); err != nil {
 			return nil, err
 		}
 	}
@@ -151,7 +158,7 @@ func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) 
 		return nil, err
 	}
 	for _, n := range f.nodes {
-		pid := n.kubelet.Process.Pid
+		pid := n.Kubelet.Process.Pid
 		rss, lib := memory(pid)
 		r.rss, r.lib = append(r.rss, rss), append(r.lib, lib)
 		r.conns = append(r.conns, connections(pid, port))
@@ -159,13 +166,13 @@ func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) 
 
 	fmt.Printf("[%s] restarting the API server (down %s)\n", plugin, o.down)
 	down := time.Now()
-	if err := s.apiserver("stop-apiserver", api); err != nil {
+	if err := s.APIServer("stop-apiserver", api); err != nil {
 		return nil, err
 	}
 	if err := f.run(ctx, o.down); err != nil {
 		return nil, err
 	}
-	if err := s.apiserver("start-apiserver", api); err != nil {
+	if err := s.APIServer("start-apiserver", api); err != nil {
 		return nil, err
 	}
 	up := time.Now()
@@ -190,12 +197,12 @@ func (s *suite) runPluginFleet(ctx context.Context, plugin string, o fleetOpts) 
 // check fails if a driver or kubelet exited, and restarts registrars as the kubelet would.
 func (f *fleet) check() error {
 	for _, n := range f.nodes {
-		for what, cmd := range map[string]*exec.Cmd{"driver": n.driver, "kubelet": n.kubelet} {
+		for what, cmd := range map[string]*exec.Cmd{"driver": n.Driver, "kubelet": n.Kubelet} {
 			if exited(cmd) {
-				return fmt.Errorf("%s's %s died", n.name, what)
+				return fmt.Errorf("%s's %s died", n.Name, what)
 			}
 		}
-		if !exited(n.registrar) {
+		if !exited(n.Registrar) {
 			continue
 		}
 		if f.exited[n].IsZero() {
@@ -205,7 +212,7 @@ func (f *fleet) check() error {
 		if time.Since(f.exited[n]) < backoff {
 			continue
 		}
-		if err := n.startRegistrar(); err != nil {
+		if err := n.StartRegistrar(); err != nil {
 			return err
 		}
 		f.restarts[n]++
@@ -246,26 +253,26 @@ func (f *fleet) run(ctx context.Context, d time.Duration) error {
 // backoff pauses of up to 15 s), before that the create fails (ownerReferences.uid empty) and
 // the registrar exits, while kcsi reads the UID when it creates the CSINode.
 func (f *fleet) startDrivers(ctx context.Context) error {
-	return waitEvery(ctx, 500*time.Millisecond, 5*time.Minute, "every node Ready", func() (bool, error) {
+	return cluster.WaitEvery(ctx, 500*time.Millisecond, 5*time.Minute, "every node Ready", func() (bool, error) {
 		if err := f.check(); err != nil {
 			return false, err
 		}
-		nl, err := f.s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nl, err := f.s.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		ready := map[string]bool{}
 		for i := range nl.Items {
-			ready[nl.Items[i].Name] = nodeReady(&nl.Items[i])
+			ready[nl.Items[i].Name] = cluster.NodeReady(&nl.Items[i])
 		}
 		started := 0
 		for _, n := range f.nodes {
-			if n.driver == nil && ready[n.name] {
-				if err := n.startDriverAndRegistrar(ctx); err != nil {
+			if n.Driver == nil && ready[n.Name] {
+				if err := n.StartDriverAndRegistrar(ctx); err != nil {
 					return false, err
 				}
 			}
-			if n.driver != nil {
+			if n.Driver != nil {
 				started++
 			}
 		}
@@ -283,28 +290,28 @@ func (f *fleet) waitReady(ctx context.Context, timeout time.Duration, renewed ti
 	if !renewed.IsZero() {
 		what += " and its Lease renewed"
 	}
-	err := waitEvery(ctx, 500*time.Millisecond, timeout, what, func() (bool, error) {
+	err := cluster.WaitEvery(ctx, 500*time.Millisecond, timeout, what, func() (bool, error) {
 		if err := f.check(); err != nil {
 			return false, err
 		}
 		ready := map[string]bool{}
-		nl, err := f.s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nl, err := f.s.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil // the restarted API server may not answer yet
 		}
 		for i := range nl.Items {
-			ready[nl.Items[i].Name] = nodeReady(&nl.Items[i])
+			ready[nl.Items[i].Name] = cluster.NodeReady(&nl.Items[i])
 		}
-		cl, err := f.s.client.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
+		cl, err := f.s.Client.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
 		}
 		driver := map[string]bool{}
 		for i := range cl.Items {
-			driver[cl.Items[i].Name] = hasDriver(&cl.Items[i], driverName)
+			driver[cl.Items[i].Name] = cluster.HasDriver(&cl.Items[i], cluster.DriverName)
 		}
 		if !renewed.IsZero() {
-			ll, err := f.s.client.CoordinationV1().Leases(v1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+			ll, err := f.s.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, nil
 			}
@@ -315,10 +322,10 @@ func (f *fleet) waitReady(ctx context.Context, timeout time.Duration, renewed ti
 			}
 		}
 		for _, n := range f.nodes {
-			if !ready[n.name] || !driver[n.name] || (!renewed.IsZero() && first[n.name].IsZero()) {
+			if !ready[n.Name] || !driver[n.Name] || (!renewed.IsZero() && first[n.Name].IsZero()) {
 				return false, nil
 			}
-			if d := first[n.name].Sub(renewed); d > last {
+			if d := first[n.Name].Sub(renewed); d > last {
 				last = d
 			}
 		}
@@ -333,17 +340,17 @@ func (f *fleet) stop() error {
 	var wg sync.WaitGroup
 	for _, n := range f.nodes {
 		wg.Add(1)
-		go func() { defer wg.Done(); n.stopProcesses() }()
+		go func() { defer wg.Done(); n.StopProcesses() }()
 	}
 	wg.Wait()
 	var errs []error
 	for _, n := range f.nodes {
-		if left, err := n.leftMounts(); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: reading the mount table: %w", n.name, err))
+		if left, err := n.LeftMounts(); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: reading the mount table: %w", n.Name, err))
 		} else if len(left) > 0 {
-			errs = append(errs, fmt.Errorf("node %s left mounts behind: %v", n.name, left))
+			errs = append(errs, fmt.Errorf("node %s left mounts behind: %v", n.Name, left))
 		}
-		n.cleanUp()
+		n.CleanUp()
 	}
 	return errors.Join(errs...)
 }
