@@ -4,12 +4,14 @@ import (
 	"crypto/sha256"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
+
 	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
-// Normalizer rewrites the node's names, the pods' UIDs (by pod name) and the volume handles (by
-// volume name) and what is made from them to placeholders.
-func (n *Node) Normalizer(uids map[string]string, handles map[string]string) *observe.Normalizer {
+// Normalizer rewrites the node's names, the volume handles (by volume name), the pods' UIDs
+// and inline volumes' handles (AddPod), and what is made from them, to placeholders.
+func (n *Node) Normalizer(handles map[string]string, pods ...*v1.Pod) *observe.Normalizer {
 	z := &observe.Normalizer{}
 	add := z.Add
 	add(n.Root, "<root>")
@@ -24,10 +26,23 @@ func (n *Node) Normalizer(uids map[string]string, handles map[string]string) *ob
 		add(h, "<handle("+name+")>")
 		add("pv-"+name+"-"+n.Plugin, "pv-"+name+"-<plugin>")
 	}
-	for name, uid := range uids {
-		add(uid, "<uid("+name+")>")
+	for _, pod := range pods {
+		AddPod(z, pod)
 	}
 	add(n.NS, "<ns>")
 	add(n.Name, "<node>")
 	return z
+}
+
+// AddPod rewrites the pod's UID and the handle of each of its CSI inline volumes, as
+// upstream derives it (pkg/volume/csi/csi_util.go makeVolumeHandle: "csi-" + hex(sha256(pod
+// UID + volume name))): a handle a plugin derives otherwise is left as it is, and differs.
+func AddPod(z *observe.Normalizer, pod *v1.Pod) {
+	for _, v := range pod.Spec.Volumes {
+		if v.CSI != nil {
+			sum := sha256.Sum256([]byte(string(pod.UID) + v.Name))
+			z.Add(fmt.Sprintf("csi-%x", sum), "<ephemeral-handle("+v.Name+")>")
+		}
+	}
+	z.Add(string(pod.UID), "<uid("+pod.Name+")>")
 }

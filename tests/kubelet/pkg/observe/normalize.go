@@ -17,7 +17,6 @@ type Normalizer struct {
 func (z *Normalizer) Add(from, to string) { z.pairs = append(z.pairs, from, to) }
 
 var (
-	ephemeralHandle = regexp.MustCompile(`csi-[0-9a-f]{64}`)
 	// A JWT (a service-account token a driver got through tokenRequests) and an RFC 3339
 	// time (its expiry) differ from run to run.
 	ServiceAccountToken = regexp.MustCompile(`eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*`)
@@ -28,8 +27,7 @@ var (
 func (z *Normalizer) Apply(s string) string {
 	s = strings.NewReplacer(z.pairs...).Replace(s)
 	s = ServiceAccountToken.ReplaceAllString(s, "<token>")
-	s = timestamp.ReplaceAllString(s, "<time>")
-	return ephemeralHandle.ReplaceAllString(s, "<ephemeral-handle>")
+	return timestamp.ReplaceAllString(s, "<time>")
 }
 
 // CallLines: stateful requests in order, in full; the others counted by method.

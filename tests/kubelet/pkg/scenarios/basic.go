@@ -87,7 +87,8 @@ func blockPVC(ctx context.Context, n *cluster.Node, o *observe.Observation) erro
 	})
 }
 
-// inlineEphemeral: a CSI ephemeral inline volume (no PV; handle from pod UID and name).
+// inlineEphemeral: a CSI ephemeral inline volume (no PV; its handle is made from the pod UID
+// and the volume name, which the normalizer rewrites only as upstream makes it: cluster.AddPod).
 func inlineEphemeral(ctx context.Context, n *cluster.Node, o *observe.Observation) error {
 	vol := v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{
 		Driver: cluster.DriverName, VolumeAttributes: map[string]string{"size": "1Mi"}}}}

@@ -79,7 +79,7 @@ func driverKilledDuringPublish(ctx context.Context, n *cluster.Node, o *observe.
 	if pod, err = n.WaitRunning(ctx, pod.Name, podTimeout); err != nil {
 		return err
 	}
-	z := n.Normalizer(map[string]string{pod.Name: string(pod.UID)}, map[string]string{"killed": c.Handle})
+	z := n.Normalizer(map[string]string{"killed": c.Handle}, pod)
 	o.CheckMounted("the volume is mounted after the driver restarted", n.MountPath(pod, c.PV))
 	n.Snapshot(ctx, o, "recovered:", m, z)
 	if err := volumeStats(ctx, n, o, "recovered:", pod, z); err != nil {

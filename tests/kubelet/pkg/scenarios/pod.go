@@ -30,7 +30,7 @@ func runPod(ctx context.Context, n *cluster.Node, o *observe.Observation, pod *v
 	if pod, err = n.WaitRunning(ctx, pod.Name, podTimeout); err != nil {
 		return err
 	}
-	z := n.Normalizer(map[string]string{pod.Name: string(pod.UID)}, handles)
+	z := n.Normalizer(handles, pod)
 	n.Snapshot(ctx, o, "running:", m, z)
 	if err := volumeStats(ctx, n, o, "running:", pod, z); err != nil {
 		return err
