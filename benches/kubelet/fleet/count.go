@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"kcsi.dev/kcsi/tests/kubelet/pkg/audit"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
 )
 
@@ -22,22 +22,6 @@ type request struct {
 }
 
 type tally map[request]int
-
-// auditEvent is the part of an audit.k8s.io/v1 Event the fleet reads.
-type auditEvent struct {
-	AuditID    string `json:"auditID"`
-	RequestURI string `json:"requestURI"`
-	Verb       string `json:"verb"`
-	UserAgent  string `json:"userAgent"`
-	ObjectRef  *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
-}
 
 // client names the node component that sent a request, "" for the API server's own loopback
 // requests and the harness's (apiserver.sh's curl, the suite's observer).
@@ -53,30 +37,17 @@ func client(userAgent string) string {
 	return agent
 }
 
-// readAudit counts the nodes' requests received in each window. A request has an event per
-// stage (a watch one when it starts and one when it ends): each auditID counts once.
+// readAudit counts the nodes' requests received in each window.
 func readAudit(path string, windows []window) ([]tally, error) {
-	f, err := os.Open(path)
+	events, err := audit.Read(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	counts := make([]tally, len(windows))
 	for i := range counts {
 		counts[i] = tally{}
 	}
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if seen[e.AuditID] {
-			continue
-		}
-		seen[e.AuditID] = true
+	for _, e := range events {
 		c := client(e.UserAgent)
 		if c == "" {
 			continue
@@ -97,7 +68,7 @@ func readAudit(path string, windows []window) ([]tally, error) {
 			}
 		}
 	}
-	return counts, sc.Err()
+	return counts, nil
 }
 
 func (t tally) sum(keep func(request) bool) int {

@@ -43,6 +43,7 @@ type AttachStack struct {
 	Dir, Socket, State, Log, ControllerLog  string
 	Driver, Registrar, Attacher, Controller *exec.Cmd
 	CSI                                     *grpc.ClientConn
+	attacherBin                             string // the external-attacher's binary
 }
 
 func (n *Node) newAttachStack() *AttachStack {
@@ -111,11 +112,10 @@ func (a *AttachStack) StartDriver(ctx context.Context, attachLimit int) error {
 	}); err != nil {
 		return err
 	}
-	attacher, err := a.n.Suite.Peer("attacher")
-	if err != nil {
+	if a.attacherBin, err = a.n.Suite.Peer("attacher"); err != nil {
 		return err
 	}
-	if a.Attacher, err = StartProc(filepath.Join(a.Dir, "external-attacher.log"), attacher, "--csi-address="+a.Socket,
+	if a.Attacher, err = StartProc(filepath.Join(a.Dir, "external-attacher.log"), a.attacherBin, "--csi-address="+a.Socket,
 		"--kubeconfig="+a.n.Suite.Kubeconfig, "-v=3"); err != nil {
 		return fmt.Errorf("external-attacher: %w", err)
 	}

@@ -11,13 +11,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// StartCluster starts the suite's kube-apiserver and etcd under the work dir and creates the
-// CSIDriver objects of the main and the attach driver; the returned func stops the API server.
-func (s *Suite) StartCluster(ctx context.Context) (func(), error) {
+// StartCluster starts the suite's kube-apiserver and etcd under the work dir, with an audit
+// log if asked (AuditLog), and creates the CSIDriver objects of the main and the attach
+// driver; the returned func stops the API server.
+func (s *Suite) StartCluster(ctx context.Context, audit bool) (func(), error) {
 	started := time.Now()
-	stopAPI, err := s.StartAPIServer(filepath.Join(s.Work, "api"))
+	dir := filepath.Join(s.Work, "api")
+	var env []string
+	if audit {
+		env = append(env, "KCSI_APISERVER_AUDIT=1")
+	}
+	stopAPI, err := s.StartAPIServer(dir, env...)
 	if err != nil {
 		return nil, err
+	}
+	if audit {
+		s.AuditLog = filepath.Join(dir, "audit.log")
 	}
 	for _, d := range []*storagev1.CSIDriver{HostpathCSIDriver(), AttachCSIDriver()} {
 		if _, err := s.Client.StorageV1().CSIDrivers().Create(ctx, d, metav1.CreateOptions{}); err != nil {

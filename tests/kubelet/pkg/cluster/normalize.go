@@ -12,7 +12,7 @@ import (
 // Normalizer rewrites the node's names, the volume handles (by volume name), the pods' UIDs
 // and inline volumes' handles (AddPod), and what is made from them, to placeholders.
 func (n *Node) Normalizer(handles map[string]string, pods ...*v1.Pod) *observe.Normalizer {
-	z := &observe.Normalizer{}
+	z := &observe.Normalizer{Resynced: n.attacherResync}
 	add := z.Add
 	add(n.Root, "<root>")
 	add(n.State, "<state>")

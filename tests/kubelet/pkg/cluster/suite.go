@@ -20,6 +20,7 @@ type Suite struct {
 	FaultDriver         string // only where a fault no real peer makes is needed
 	Kubeconfig          string
 	Client              *clientset.Clientset
+	AuditLog            string // the API server's audit log, if StartCluster was asked for one
 }
 
 // NewSuite finds the kubelet-e2e binary (e2e, or this one if empty) and the peers, and makes

@@ -56,7 +56,7 @@ var countRules = map[string]countRule{
 	"NodeGetVolumeStats count":             timed("the kubelet's volume stats collector runs every volumeStatsAggPeriod (1 s here)"),
 	"NodePublishVolume republish count":    timed("requiresRepublish: the kubelet republishes on every pod sync (5 s here); each repeat must still be the identical request"),
 	"ControllerPublishVolume retry count":  timed("the external-attacher retries a failed ControllerPublishVolume on its own backoff; each retry must follow an identical request that failed"),
-	"ControllerPublishVolume resync count": timed("the external-attacher syncs a VolumeAttachment again on its own status update and may attach it once more before its cache says attached; one such repeat of a success per request"),
+	"ControllerPublishVolume resync count": timed("the external-attacher syncs a VolumeAttachment again on its own writes (finalizer, node ID annotation, status) and may attach it once more before its cache says attached; one such repeat of a success per request, and only where the API server's audit log shows that from the VolumeAttachment's creation until the repeat it was written by the external-attacher alone (cluster attacherResync), so nothing the plugin did caused it"),
 }
 
 // countRuleOf is the rule of key, if it is a counted one.

@@ -16,6 +16,9 @@ type Call struct {
 	Method  string
 	Request map[string]any
 	Error   string
+	// At is when the driver logged it (its klog header, to the microsecond); zero if the line
+	// has none.
+	At time.Time `json:"-"`
 }
 
 // stateful methods are compared request by request; the others (capabilities, probes,
@@ -72,10 +75,29 @@ func ReadCalls(log string, from int64) ([]Call, error) {
 			return nil, fmt.Errorf("%s: a request line that is not a logged call (%v): %q", log, err, line)
 		}
 		c.Method = c.Method[strings.LastIndex(c.Method, "/")+1:]
+		c.At = loggedAt(line)
 		calls = append(calls, c)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", log, err)
 	}
 	return calls, nil
+}
+
+// loggedAt is when klog wrote line ("Lmmdd hh:mm:ss.uuuuuu ..."), in this machine's zone (the
+// driver's) and the year that puts it at most a day ahead of now; zero without a header.
+func loggedAt(line string) time.Time {
+	if len(line) < 21 {
+		return time.Time{}
+	}
+	t, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
+	if err != nil {
+		return time.Time{}
+	}
+	now := time.Now()
+	t = time.Date(now.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.Local)
+	if t.After(now.Add(24 * time.Hour)) {
+		t = t.AddDate(-1, 0, 0)
+	}
+	return t
 }

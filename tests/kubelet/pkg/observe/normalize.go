@@ -11,6 +11,11 @@ import (
 // directory names, pod UIDs, volume handles and the hashes made from them) to placeholders.
 type Normalizer struct {
 	pairs []string
+	// Resynced says whether a successful ControllerPublishVolume that repeats an identical
+	// successful one (first) is the external-attacher's own resync, from evidence the plugin
+	// under test cannot make (the allowlist's "ControllerPublishVolume resync count"); nil:
+	// never, and every such repeat is compared in full.
+	Resynced func(first, repeat Call) bool
 }
 
 // Add rewrites from to the placeholder to.
@@ -35,6 +40,7 @@ func (z *Normalizer) CallLines(calls []Call) (compared []string, counts map[stri
 	counts = map[string]int{}
 	failed := map[string]bool{}   // a request line -> whether the last call with it failed
 	resynced := map[string]bool{} // a request line -> whether a resync of it was folded
+	last := map[string]Call{}     // a request line -> the last call with it
 	for _, c := range calls {
 		if !stateful[c.Method] {
 			counts[c.Method]++
@@ -45,11 +51,10 @@ func (z *Normalizer) CallLines(calls []Call) (compared []string, counts map[stri
 		// A republish (requiresRepublish, for fresh tokenRequests tokens) repeats the last
 		// request exactly, and so does the external-attacher's retry of a failed attach; how
 		// many repeats a snapshot holds depends on when the timers fired, so those repeats
-		// are counted apart (in buckets, countKeys) and the request compared once. The
-		// external-attacher also syncs a VolumeAttachment again on its own update, before its
-		// cache holds the "attached" it wrote, and attaches it again at once, or not: that
-		// one repeat of a success per request is counted apart too. Any other repeated
-		// request is compared in full.
+		// are counted apart (in buckets, countKeys) and the request compared once. One repeat
+		// of a success per request is counted apart where Resynced proves it the
+		// external-attacher's own (countRules says why). Any other repeated request is
+		// compared in full.
 		var repeat string
 		switch {
 		case c.Method == "NodePublishVolume" && strings.Contains(line, "serviceAccount.tokens") &&
@@ -58,10 +63,11 @@ func (z *Normalizer) CallLines(calls []Call) (compared []string, counts map[stri
 		case c.Method == "ControllerPublishVolume" && failed[line]:
 			repeat = "retry"
 		case c.Method == "ControllerPublishVolume" && c.Error == "" && !failed[line] && !resynced[line] &&
-			slices.Contains(compared, line):
+			slices.Contains(compared, line) && z.Resynced != nil && z.Resynced(last[line], c):
 			repeat, resynced[line] = "resync", true
 		}
 		failed[line] = c.Error != ""
+		last[line] = c
 		if repeat != "" {
 			counts[c.Method+" "+repeat]++
 			continue

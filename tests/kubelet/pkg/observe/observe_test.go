@@ -17,16 +17,22 @@ func publish(volume string, failed bool) Call {
 	return c
 }
 
-func TestControllerPublishIsFoldedAfterAFailureAndOnceAfterASuccess(t *testing.T) {
-	z := &Normalizer{}
+func TestControllerPublishIsFoldedAfterAFailureAndAfterASuccessOnlyOnceAndOnlyWithEvidence(t *testing.T) {
 	calls := []Call{
 		publish("a", true), publish("a", true), publish("a", false), // a retry, then a retry that succeeds
 		publish("a", false), publish("a", false), // the attacher's one resync, then one compared in full
 		publish("b", false), publish("b", false), publish("b", false), // one resync, one compared
 	}
+	z := &Normalizer{Resynced: func(first, repeat Call) bool { return true }}
 	compared, counts := z.CallLines(calls)
 	if len(compared) != 4 || counts["ControllerPublishVolume retry"] != 2 || counts["ControllerPublishVolume resync"] != 2 {
-		t.Errorf("callLines = %q, %v; want 4 lines compared, 2 retries and 2 resyncs", compared, counts)
+		t.Errorf("with evidence: CallLines = %q, %v; want 4 lines compared, 2 retries and 2 resyncs", compared, counts)
+	}
+	for _, z := range []*Normalizer{{}, {Resynced: func(first, repeat Call) bool { return false }}} {
+		compared, counts = z.CallLines(calls)
+		if len(compared) != 6 || counts["ControllerPublishVolume retry"] != 2 || counts["ControllerPublishVolume resync"] != 0 {
+			t.Errorf("without evidence: CallLines = %q, %v; want 6 lines compared, 2 retries and no resync", compared, counts)
+		}
 	}
 }
 
@@ -124,5 +130,24 @@ func TestCountKeysGiveBothPluginsEveryRuledKey(t *testing.T) {
 	}
 	if got := o.values["running: csi request counts"]; !slices.Equal(got, []string{"Probe x1"}) {
 		t.Errorf("csi request counts = %q, want [Probe x1]", got)
+	}
+}
+
+func TestReadCallsTakesTheTimeFromTheKlogHeader(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "driver.log")
+	line := `I0102 03:04:05.678901 1 utils.go:1] gRPCCall: {"Method":"/csi.v1.Node/NodePublishVolume","Request":{},"Error":""}` + "\n"
+	if err := os.WriteFile(log, []byte(line+`gRPCCall: {"Method":"/csi.v1.Node/NodePublishVolume","Request":{},"Error":""}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := ReadCalls(log, 0)
+	if err != nil || len(calls) != 2 {
+		t.Fatalf("ReadCalls = %+v, %v", calls, err)
+	}
+	at := calls[0].At
+	if at.Month() != time.January || at.Day() != 2 || at.Hour() != 3 || at.Minute() != 4 || at.Second() != 5 || at.Nanosecond() != 678901000 {
+		t.Errorf("At = %v, want January 2, 03:04:05.678901", at)
+	}
+	if !calls[1].At.IsZero() {
+		t.Errorf("a line without a klog header has At %v, want none", calls[1].At)
 	}
 }

@@ -52,7 +52,7 @@ func Run(args []string) error {
 		return err
 	}
 	started := time.Now()
-	stopAPI, err := s.StartCluster(ctx)
+	stopAPI, err := s.StartCluster(ctx, true)
 	if err != nil {
 		return err
 	}
