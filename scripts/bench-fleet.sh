@@ -12,14 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-PREFIX=${KCSI_GO_PREFIX:-$REPO/target/go-prefix}
-
-make --no-print-directory install PREFIX="$PREFIX" >/dev/null || exit 1
-for peer in hostpath registrar etcd apiserver; do
-  scripts/peers/path.sh "$peer" >/dev/null 2>&1 || scripts/peers/build.sh "$peer" || exit 1
-done
-export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/kubelet-setup.sh hostpath registrar etcd apiserver || exit 1
 
 E2E=$(scripts/kubelet-e2e-bin.sh) || exit 1
 FLEET=$(scripts/kubelet-e2e-bin.sh fleet) || exit 1

@@ -13,14 +13,7 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 [ "${KCSI_KUBELET_BENCH:-32}" != 0 ] || exit 0
 [ "$(id -u)" = 0 ] || { echo "bench-kubelet: FAILED: the kubelets and drivers mount volumes and loop devices: run it as root" >&2; exit 1; }
-PREFIX=${KCSI_GO_PREFIX:-$REPO/target/go-prefix}
-
-make --no-print-directory install PREFIX="$PREFIX" >/dev/null || exit 1
-for peer in hostpath registrar attacher etcd apiserver; do
-  scripts/peers/path.sh "$peer" >/dev/null 2>&1 || scripts/peers/build.sh "$peer" || exit 1
-done
-export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/kubelet-setup.sh hostpath registrar attacher etcd apiserver || exit 1
 
 E2E=$(scripts/kubelet-e2e-bin.sh) || exit 1
 PODS=$(scripts/kubelet-e2e-bin.sh pods) || exit 1

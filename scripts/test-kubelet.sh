@@ -20,16 +20,7 @@ REPO=$PWD
 export KCSI_REQUIRE_ROOT=1
 source scripts/peers/versions.sh   # GOTOOLCHAIN, KCSI_GO, KCSI_GO_VERSION, KCSI_PEERS_CACHE
 GO=$KCSI_GO
-PREFIX=${KCSI_GO_PREFIX:-$REPO/target/go-prefix}
-
-make --no-print-directory install PREFIX="$PREFIX" >/dev/null || exit 1
-scripts/peers/path.sh hostpath >/dev/null 2>&1 || scripts/peers/build.sh hostpath || exit 1
-scripts/peers/path.sh registrar >/dev/null 2>&1 || scripts/peers/build.sh registrar || exit 1
-scripts/peers/path.sh attacher >/dev/null 2>&1 || scripts/peers/build.sh attacher || exit 1
-scripts/peers/path.sh resizer >/dev/null 2>&1 || scripts/peers/build.sh resizer || exit 1
-scripts/peers/path.sh faultdriver >/dev/null 2>&1 || scripts/peers/build.sh faultdriver || exit 1
-export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/kubelet-setup.sh hostpath registrar attacher resizer faultdriver || exit 1
 
 BIN=$(scripts/kubelet-e2e-bin.sh) || exit 1
 
