@@ -20,14 +20,13 @@ func (n *Node) Normalizer(handles map[string]string, pods ...*v1.Pod) *observe.N
 		sum := sha256.Sum256([]byte(h))
 		add(fmt.Sprintf("%x", sum), "<sha256("+name+")>")
 		for _, d := range []string{DriverName, AttachDriverName} {
-			att := sha256.Sum256([]byte(h + d + n.Name))
-			add(fmt.Sprintf("csi-%x", att), "<attachment("+name+")>")
+			add(attachmentName(h, d, n.Name), "<attachment("+name+")>")
 		}
 		add(h, "<handle("+name+")>")
 		add("pv-"+name+"-"+n.Plugin, "pv-"+name+"-<plugin>")
 	}
 	for _, pod := range pods {
-		AddPod(z, pod)
+		n.AddPod(z, pod)
 	}
 	add(n.NS, "<ns>")
 	add(n.Name, "<node>")
@@ -36,13 +35,21 @@ func (n *Node) Normalizer(handles map[string]string, pods ...*v1.Pod) *observe.N
 
 // AddPod rewrites the pod's UID and the handle of each of its CSI inline volumes, as
 // upstream derives it (pkg/volume/csi/csi_util.go makeVolumeHandle: "csi-" + hex(sha256(pod
-// UID + volume name))): a handle a plugin derives otherwise is left as it is, and differs.
-func AddPod(z *observe.Normalizer, pod *v1.Pod) {
+// UID + volume name))), and the attachment ID made from that handle (vol_data.json's): a
+// handle a plugin derives otherwise is left as it is, and differs.
+func (n *Node) AddPod(z *observe.Normalizer, pod *v1.Pod) {
 	for _, v := range pod.Spec.Volumes {
 		if v.CSI != nil {
-			sum := sha256.Sum256([]byte(string(pod.UID) + v.Name))
-			z.Add(fmt.Sprintf("csi-%x", sum), "<ephemeral-handle("+v.Name+")>")
+			handle := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(string(pod.UID)+v.Name)))
+			z.Add(attachmentName(handle, v.CSI.Driver, n.Name), "<attachment("+v.Name+")>")
+			z.Add(handle, "<ephemeral-handle("+v.Name+")>")
 		}
 	}
 	z.Add(string(pod.UID), "<uid("+pod.Name+")>")
+}
+
+// attachmentName is upstream's pkg/volume/csi/csi_attacher.go getAttachmentName: the
+// VolumeAttachment's name, and vol_data.json's attachmentID.
+func attachmentName(handle, driver, node string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driver+node)))
 }

@@ -17,7 +17,7 @@ func TestAddPodRewritesOnlyTheInlineHandleUpstreamDerives(t *testing.T) {
 		{Name: "claim", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
 	}}}
 	z := &observe.Normalizer{}
-	AddPod(z, pod)
+	(&Node{Name: "node-kcsi"}).AddPod(z, pod)
 	// Upstream's makeVolumeHandle("test-pod", "test-vol"), from its own test table.
 	const upstream = "csi-77b4ec2e40cdc3e4fe6faa47461d327e48a98aadcbdafbf723ce9a664a5bb118"
 	if got := z.Apply(upstream); got != "<ephemeral-handle(test-vol)>" {
@@ -26,6 +26,10 @@ func TestAddPodRewritesOnlyTheInlineHandleUpstreamDerives(t *testing.T) {
 	swapped := fmt.Sprintf("csi-%x", sha256.Sum256([]byte("test-vol"+"test-pod")))
 	if got := z.Apply(swapped); got != swapped {
 		t.Errorf("a handle upstream would not derive becomes %q, want it left as it is", got)
+	}
+	attachment := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(upstream+DriverName+"node-kcsi")))
+	if got := z.Apply(attachment); got != "<attachment(test-vol)>" {
+		t.Errorf("the attachment ID made from upstream's handle becomes %q", got)
 	}
 	if got := z.Apply("pods/test-pod/volumes"); got != "pods/<uid(p)>/volumes" {
 		t.Errorf("the pod UID becomes %q", got)

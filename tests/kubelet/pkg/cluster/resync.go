@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -22,9 +20,7 @@ func (n *Node) attacherResync(first, repeat observe.Call) bool {
 	if n.Suite.AuditLog == "" || n.Attach == nil || volume == "" || first.At.IsZero() || repeat.At.IsZero() {
 		return false
 	}
-	// Upstream's pkg/volume/csi/csi_attacher.go getAttachmentName, on the node's name (which
-	// the drivers take as their node ID).
-	va := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(volume+AttachDriverName+n.Name)))
+	va := attachmentName(volume, AttachDriverName, n.Name) // the drivers' node ID is the node's name
 	events, err := audit.Read(n.Suite.AuditLog)
 	if err != nil {
 		return false

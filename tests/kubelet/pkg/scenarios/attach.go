@@ -112,7 +112,7 @@ func attachLimit(ctx context.Context, n *cluster.Node, o *observe.Observation) e
 			return err
 		}
 		defer n.DeletePod(context.Background(), pod, podTimeout)
-		cluster.AddPod(z, pod)
+		n.AddPod(z, pod)
 		var reason string
 		err = cluster.WaitFor(ctx, 4*time.Minute, "pod limit-b rejected by the kubelet", func() (bool, error) {
 			p, err := n.Suite.Client.CoreV1().Pods(n.NS).Get(ctx, pod.Name, metav1.GetOptions{})
