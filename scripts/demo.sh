@@ -46,6 +46,8 @@ trap cleanup EXIT
 
 hostpath=$(scripts/peers/path.sh hostpath)
 registrar=$(scripts/peers/path.sh registrar)
-KCSI_LIB="$repo/target/release/libkcsi.so" PYTHONPATH="$repo/bindings/python" \
-  python3 examples/python/demo.py "$work" "$hostpath" "$registrar" "$repo/target/release/kcsi" ||
+# The Python package as the README installs it (pip, into target/python-venv).
+python=$(scripts/python-venv.sh)
+KCSI_LIB="$repo/target/release/libkcsi.so" \
+  "$python" examples/python/demo.py "$work" "$hostpath" "$registrar" "$repo/target/release/kcsi" ||
   { status=$?; for l in "$work"/*.log; do echo "--- $l" >&2; tail -20 "$l" >&2; done; exit $status; }

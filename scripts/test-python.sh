@@ -15,22 +15,12 @@ export KCSI_LIB=${KCSI_LIB:-$PWD/target/release/libkcsi.so}
 # The peers the tests start must be built (`make peers`; scripts/test.sh does it).
 for peer in hostpath registrar etcd apiserver attacher; do scripts/peers/path.sh "$peer" >/dev/null || exit 1; done
 
-# The package as a user installs it. The venv sees the system's site-packages, so a pytest
-# installed there is used; Debian's own Python has venv only with its python3-venv package.
-VENV=target/python-venv
-if [ ! -x "$VENV/bin/python" ]; then
-  if ! python3 -m venv --system-site-packages "$VENV" 2>/dev/null; then
-    rm -rf "$VENV"
-    echo "--- installing python3-venv (apt-get) for python3 -m venv"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv --system-site-packages "$VENV"
-  fi
-fi
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./bindings/python
-"$VENV/bin/python" -c 'import pytest' 2>/dev/null ||
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest
+# The package as a user installs it, in target/python-venv.
+PYTHON=$(scripts/python-venv.sh)
+"$PYTHON" -c 'import pytest' 2>/dev/null ||
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check pytest
 
 # The ctypes signatures must be the ones generated from the committed header.
 python3 bindings/python/gen_signatures.py --check
 export KCSI_REQUIRE_ROOT=${KCSI_REQUIRE_ROOT:-1}
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/python "$@"
+exec "$PYTHON" -m pytest -q -p no:cacheprovider tests/python "$@"
