@@ -8,8 +8,7 @@
 //! against the real csi-driver-host-path (real bind mounts and loop devices). Target: kcsi
 //! within 1.2× of the floor.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use kcsi_testkit as common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

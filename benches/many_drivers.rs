@@ -7,8 +7,7 @@
 //! growth and open descriptors right after registering (every connection open) and after
 //! `idleConnectionSeconds` without RPCs (each closed). Target: <= 20 MiB and <= 100 fds idle.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use kcsi_testkit as common;
 
 use std::time::{Duration, Instant};
 

@@ -8,8 +8,7 @@
 //! counted from the host's own metrics), and a cheap query (`kcsi_get_volume_name`).
 //! Targets: under 2 % of the lifecycle, under 100 ns on the cheap query.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use kcsi_testkit as common;
 
 use std::ffi::CString;
 use std::hint::black_box;

@@ -4,8 +4,7 @@
 //!
 //! `cargo bench --bench register_api` (ROUNDS=n to change the 200 rounds).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use kcsi_testkit as common;
 
 use std::time::{Duration, Instant};
 

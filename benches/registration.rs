@@ -2,8 +2,7 @@
 //! `kcsi_get_volume_name` on a typical PV (target: under 5 µs per call), and a register +
 //! deregister round trip against a real driver process (standalone host).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use kcsi_testkit as common;
 
 use std::ffi::CString;
 use std::ptr;

@@ -2,7 +2,7 @@
 //! connection reused across volume operations, closed once unused for the host's
 //! `idleConnectionSeconds`, reopened on the next use, and closed with its registration.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::time::Duration;
 

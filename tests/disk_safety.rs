@@ -5,7 +5,7 @@
 //! by handle (filesystem ones also after their `vol_data.json` is gone, block ones after a
 //! restart).
 
-mod common;
+use kcsi_testkit as common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, PermissionsExt};

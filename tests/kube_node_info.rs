@@ -2,7 +2,7 @@
 //! pkg/volume/csi/nodeinfomanager/nodeinfomanager_test.go, each on its own Node, driven
 //! directly.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

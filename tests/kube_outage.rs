@@ -1,7 +1,7 @@
 //! API server outages: at host start and during registration. These stop and start this test
 //! binary's own kube-apiserver, so they run one at a time.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! transport failures that name their cause. Against the real csi-driver-host-path and a real
 //! kube-apiserver (for Secrets and service-account tokens).
 
-mod common;
+use kcsi_testkit as common;
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CStr};

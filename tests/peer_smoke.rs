@@ -4,7 +4,7 @@
 //! failure. Not part of `cargo test` by default (`test = false` in Cargo.toml): scripts/test.sh
 //! runs it as its own `peers` step before the kcsi suites (`cargo test --test peer_smoke`).
 
-mod common;
+use kcsi_testkit as common;
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! `vol_data.json` files as the equivalent PersistentVolume, against the real hostpath driver:
 //! staged, published and block volumes, each form on its own root.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::path::Path;
 use std::ptr;

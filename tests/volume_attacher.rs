@@ -3,7 +3,7 @@
 //! where a test injects a fault or needs a driver without staging, the e2e mock driver where
 //! it needs VOLUME_MOUNT_GROUP).
 
-mod common;
+use kcsi_testkit as common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! `-enable-attach` (ControllerPublish / ControllerUnpublish), plus the role rules and the bad
 //! input of the three calls.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::time::{Duration, Instant};
 

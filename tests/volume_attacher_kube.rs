@@ -1,7 +1,7 @@
 //! WaitForAttach and MountDevice against a real kube-apiserver: the VolumeAttachment states
 //! upstream distinguishes, the publish context taken from it, and stage secrets.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::time::Duration;
 

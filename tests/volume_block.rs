@@ -2,7 +2,7 @@
 //! loop device at CreateVolume and bind-mounts it onto the publish file: SetUpDevice → MapPodDevice → I/O through
 //! the device file → UnmapPodDevice → TearDownDevice, and the error paths (faults and a driver without staging from csi-fault-driver).
 
-mod common;
+use kcsi_testkit as common;
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};

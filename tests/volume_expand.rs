@@ -1,7 +1,7 @@
 //! Node expansion (NodeExpandVolume) through the C API against the real csi-driver-host-path
 //! (csi-fault-driver for the error codes): the request kcsi builds and upstream's error mapping.
 
-mod common;
+use kcsi_testkit as common;
 
 use common::capi::*;
 use common::*;

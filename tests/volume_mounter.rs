@@ -3,7 +3,7 @@
 //! csi-fault-driver (without staging, so they need no NodeStage); the VOLUME_MOUNT_GROUP test
 //! uses the e2e mock driver, which has that capability.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! service-account token lookups of SetUp (upstream pkg/volume/csi/csi_mounter.go SetUpAt),
 //! through the C API, against the real hostpath driver.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::ffi::{c_char, CStr};
 use std::ptr;

@@ -2,8 +2,7 @@
 //! block), failing steps through the fault proxy, `--json`, exit codes, SIGINT mid-lifecycle,
 //! single steps across invocations, and bad input. Every test checks no mount is left.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use kcsi_testkit as common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -4,8 +4,7 @@
 //! counts kept, and bad input answered with a clear `Err` without touching the state on disk.
 //! Every test checks no mount is left.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use kcsi_testkit as common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

@@ -5,7 +5,7 @@
 //! refreshed at once by `kcsi_verify_exhausted_resource` when a VolumeAttachment failed with
 //! ResourceExhausted.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::ptr;
 use std::time::{Duration, Instant};

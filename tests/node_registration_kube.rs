@@ -2,7 +2,7 @@
 //! registration publishes to Node and CSINode, CSINode start-up, CSIDriver-backed queries,
 //! and the direct reads (VolumeAttachment, Secret, TokenRequest).
 
-mod common;
+use kcsi_testkit as common;
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, CStr, CString};

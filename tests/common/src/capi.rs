@@ -18,7 +18,7 @@ use kcsi::ffi::registration::{kcsi_deregister_plugin, kcsi_register_plugin};
 use kcsi::ffi::{kcsi_result, KCSI_OK};
 use serde_json::{json, Value};
 
-use super::{merge, short_tempdir, unmount_below, DriverProcess, DRIVER};
+use crate::{merge, short_tempdir, unmount_below, DriverProcess, DRIVER};
 
 /// A failed call, read out of its `kcsi_error`.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,7 +14,7 @@ use prost::bytes::{Buf, BufMut};
 use prost::Message;
 use tonic::codegen::{http, BoxFuture, Service};
 
-use super::{peer_binary, unmount_below, wait_for};
+use crate::{peer_binary, unmount_below, wait_for};
 
 /// A child process with its output in a log file; SIGTERM-then-SIGKILL on drop.
 pub struct Process {

@@ -1,7 +1,7 @@
 //! Registration against the real csi-driver-host-path, through the safe core and through the
 //! C API.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::os::unix::net::UnixListener;
 use std::ptr;

@@ -2,7 +2,7 @@
 //! driver, laid out as a DaemonSet does; bad registration sockets come from
 //! `FaultyRegistrationServer`.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::ffi::{CStr, CString};
 use std::os::unix::net::UnixListener;

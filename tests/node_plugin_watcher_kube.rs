@@ -2,7 +2,7 @@
 //! through the real node-driver-registrar leaves the Node and CSINode exactly as a driver
 //! registered by hand, and its registrar's exit cleans them up the same way.
 
-mod common;
+use kcsi_testkit as common;
 
 use std::path::Path;
 use std::sync::Arc;

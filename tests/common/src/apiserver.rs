@@ -13,7 +13,7 @@ use kcsi::ApiClient;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::{repo, short_tempdir};
+use crate::{repo, short_tempdir};
 
 /// Runs `fut` on kcsi's runtime (where kcsi's and the test's clients live).
 pub fn run<F: std::future::Future>(fut: F) -> F::Output {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kcsi::proto::csi;
 use serde_json::Value;
 
-use super::{detach_loops_below, peer_binary, short_tempdir, unmount_below, wait_for, DRIVER};
+use crate::{detach_loops_below, peer_binary, short_tempdir, unmount_below, wait_for, DRIVER};
 
 /// A running CSI driver process on its own socket and state dir. Dropping it stops the
 /// process and removes every mount and loop device below its dir.

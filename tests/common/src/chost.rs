@@ -11,10 +11,9 @@ use kcsi::ffi::error::*;
 use kcsi::ffi::host::{kcsi_host, kcsi_host_free, kcsi_host_new};
 use kcsi::ffi::mounter::*;
 use kcsi::ffi::registration::kcsi_register_plugin;
-use kcsi::ffi::*;
 use serde_json::Value;
 
-pub use super::capi::{call, cstr as c, take_string, CErr};
+pub use crate::capi::{call, cstr as c, take_string, CErr};
 
 /// A kcsi host and an attacher of it. Frees both when dropped (the root stays).
 pub struct CHost {
