@@ -6,6 +6,7 @@ require (
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
+	kcsi.dev/kcsi v0.0.0
 	kcsi.dev/kcsi/tests/kubelet v0.0.0
 )
 

@@ -14,6 +14,7 @@ require (
 	k8s.io/kubernetes v1.36.3
 	k8s.io/mount-utils v0.0.0
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
+	kcsi.dev/kcsi v0.0.0
 	kcsi.dev/kcsi/volumeplugin v0.0.0
 )
 
@@ -143,7 +144,6 @@ require (
 	k8s.io/kubectl v0.0.0 // indirect
 	k8s.io/kubelet v0.36.3 // indirect
 	k8s.io/streaming v0.36.3 // indirect
-	kcsi.dev/kcsi v0.0.0 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.34.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect

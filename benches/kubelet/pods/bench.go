@@ -18,7 +18,7 @@ import (
 
 	"kcsi.dev/kcsi/benches/kubelet/stats"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
-	"kcsi.dev/kcsi/tests/kubelet/pkg/mountinfo"
+	"kcsi.dev/kcsi/internal/mountinfo"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 

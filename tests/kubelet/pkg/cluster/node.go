@@ -18,7 +18,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"kcsi.dev/kcsi/tests/kubelet/pkg/mountinfo"
+	"kcsi.dev/kcsi/internal/mountinfo"
 )
 
 // DriverName is the main hostpath driver's name (attachRequired: false).

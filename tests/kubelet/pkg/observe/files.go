@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"kcsi.dev/kcsi/tests/kubelet/pkg/mountinfo"
+	"kcsi.dev/kcsi/internal/mountinfo"
 )
 
 // FileLines lists what the CSI plugin owns under the kubelet root: pods' volume dirs and the

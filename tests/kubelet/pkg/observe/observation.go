@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"kcsi.dev/kcsi/tests/kubelet/pkg/mountinfo"
+	"kcsi.dev/kcsi/internal/mountinfo"
 )
 
 // Observation is what one scenario saw with one plugin, by key. Keys starting with "info:"
