@@ -17,11 +17,22 @@
 # the binaries (default: the ones scripts/peers/build.sh cached); KCSI_APISERVER_AUDIT=1 at
 # `start` writes every request's metadata (verb, resource, userAgent; no bodies) to
 # DIR/audit.log, kept across start-apiserver (DIR/audit-policy.yaml marks it on).
+# KCSI_APISERVER_USERS="NAME[=GROUP,GROUP...] ..." at `start` adds users with no rights of their
+# own (bind them RBAC roles as a test needs): each gets a bearer token and a kubeconfig,
+# DIR/users/NAME.kubeconfig. KCSI_APISERVER_NODE_AUTHZ=1 at `start` authorizes as a real cluster
+# does, --authorization-mode=Node,RBAC with the NodeRestriction admission plugin (a user
+# system:node:<node> in group system:nodes is that node's kubelet); DIR/node-authz marks it on.
+# KCSI_APISERVER_NODE_CERTS="NODE ..." at `start` gives each node a kubelet client certificate
+# (CN system:node:NODE, O system:nodes) from a client CA the apiserver trusts
+# (DIR/client-ca.crt): DIR/users/system:node:NODE.{crt,key,kubeconfig}.
+#   scripts/peers/apiserver.sh sa-token DIR NAMESPACE NAME   creates the service account if
+#     missing and prints a token for it (TokenRequest, 24 h), e.g. kube-system
+#     attachdetach-controller, whom the bootstrap RBAC roles bind.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-usage() { sed -n '2,7s/^# \{0,1\}//p' "$0" >&2; exit 2; }
-[ $# -eq 2 ] || usage
+usage() { sed -n '2,7s/^# \{0,1\}//p;28,30s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+if [ "${1:-}" = sa-token ]; then [ $# -eq 4 ] || usage; else [ $# -eq 2 ] || usage; fi
 cmd=$1
 mkdir -p "$2"
 DIR=$(cd "$2" && pwd)
@@ -141,6 +152,10 @@ start_apiserver() {
   # Blocking mode: an event is written before the request returns, so none is lost at a stop.
   [ -f "$DIR/audit-policy.yaml" ] && audit=(--audit-policy-file="$DIR/audit-policy.yaml"
     --audit-log-path="$DIR/audit.log" --audit-log-mode=blocking --audit-log-format=json)
+  local authz=(--authorization-mode=RBAC --disable-admission-plugins=ServiceAccount) ca=()
+  [ -f "$DIR/client-ca.crt" ] && ca=(--client-ca-file="$DIR/client-ca.crt")
+  [ -f "$DIR/node-authz" ] && authz=(--authorization-mode=Node,RBAC
+    --enable-admission-plugins=NodeRestriction --disable-admission-plugins=ServiceAccount)
   t0=$(date +%s)
   spawn "$DIR/apiserver.pid" "$DIR/apiserver.log" "$apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -150,10 +165,8 @@ start_apiserver() {
     --service-account-issuer="https://127.0.0.1:$PORT/" \
     --service-account-key-file="$DIR/sa.key" \
     --service-account-signing-key-file="$DIR/sa.key" \
-    --authorization-mode=RBAC \
     --token-auth-file="$DIR/tokens.csv" \
-    --disable-admission-plugins=ServiceAccount \
-    --allow-privileged=true "${audit[@]}"
+    --allow-privileged=true "${authz[@]}" "${ca[@]}" "${audit[@]}"
   while :; do
     if readyz; then
       echo "kube-apiserver ready on https://127.0.0.1:$PORT after $(( $(date +%s) - t0 ))s (pid $(cat "$DIR/apiserver.pid"))"
@@ -185,14 +198,14 @@ EOF
 
 # The apiserver writes a self-signed serving cert (followed by its CA) to certs/apiserver.crt
 # on first start and reuses it on restart, so clients can verify TLS against that file.
-write_kubeconfig() {
-  local tls
+write_kubeconfig() {  # write_kubeconfig [FILE USER TOKEN]: the admin's by default
+  local file=${1:-$DIR/kubeconfig} user=${2:-admin} token=${3-$(cat "$DIR/token")} tls
   if [ -s "$DIR/certs/apiserver.crt" ]; then
     tls="certificate-authority-data: $(base64 -w0 "$DIR/certs/apiserver.crt")"
   else
     tls="insecure-skip-tls-verify: true"
   fi
-  cat >"$DIR/kubeconfig" <<EOF
+  cat >"$file" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -201,16 +214,78 @@ clusters:
     server: https://127.0.0.1:$PORT
     $tls
 users:
-- name: admin
+- name: $user
   user:
-    token: $(cat "$DIR/token")
+    token: $token
 contexts:
 - name: kcsi
   context:
     cluster: kcsi
-    user: admin
+    user: $user
 current-context: kcsi
 EOF
+  chmod 600 "$file"
+}
+
+# Users of KCSI_APISERVER_USERS: a token line each in tokens.csv (at `start`, before the
+# apiserver reads it) and, once it serves, a kubeconfig each.
+add_users() {
+  local entry name groups token
+  for entry in ${KCSI_APISERVER_USERS:-}; do
+    name=${entry%%=*}; groups=; [[ $entry == *=* ]] && groups=${entry#*=}
+    [[ $name =~ ^[A-Za-z0-9:._-]+$ && $groups =~ ^[A-Za-z0-9:.,_-]*$ ]] || {
+      echo "apiserver.sh: bad KCSI_APISERVER_USERS entry $entry" >&2; exit 2; }
+    token=$(openssl rand -hex 24)
+    printf '%s,%s,%s-uid,"%s"\n' "$token" "$name" "$name" "$groups" >>"$DIR/tokens.csv"
+    mkdir -p "$DIR/users"; printf '%s\n' "$token" >"$DIR/users/$name.token"
+    chmod 600 "$DIR/users/$name.token"
+  done
+}
+
+# Kubelet client certificates of KCSI_APISERVER_NODE_CERTS, signed by a fresh client CA.
+node_certs() {
+  local node user
+  [ -n "${KCSI_APISERVER_NODE_CERTS:-}" ] || return 0
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=kcsi-client-ca \
+    -keyout "$DIR/client-ca.key" -out "$DIR/client-ca.crt" 2>/dev/null
+  mkdir -p "$DIR/users"
+  for node in $KCSI_APISERVER_NODE_CERTS; do
+    [[ $node =~ ^[a-z0-9.-]+$ ]] || { echo "apiserver.sh: bad node name $node" >&2; exit 2; }
+    user=system:node:$node
+    openssl req -newkey rsa:2048 -nodes -subj "/O=system:nodes/CN=$user" \
+      -keyout "$DIR/users/$user.key" -out "$DIR/users/$user.csr" 2>/dev/null
+    openssl x509 -req -in "$DIR/users/$user.csr" -CA "$DIR/client-ca.crt" -CAkey "$DIR/client-ca.key" \
+      -CAcreateserial -days 2 -out "$DIR/users/$user.crt" 2>/dev/null
+    rm -f "$DIR/users/$user.csr"
+    chmod 600 "$DIR/users/$user.key"
+  done
+}
+
+write_user_kubeconfigs() {
+  local f name
+  for f in "$DIR"/users/*.token; do
+    [ -e "$f" ] || continue
+    name=$(basename "$f" .token)
+    write_kubeconfig "$DIR/users/$name.kubeconfig" "$name" "$(cat "$f")"
+  done
+  for f in "$DIR"/users/*.crt; do
+    [ -e "$f" ] || continue
+    name=$(basename "$f" .crt)
+    write_kubeconfig "$DIR/users/$name.kubeconfig" "$name" ""
+    sed -i "s|^    token: \$|    client-certificate: $f\n    client-key: ${f%.crt}.key|" "$DIR/users/$name.kubeconfig"
+  done
+}
+
+# sa_token NAMESPACE NAME: the service account (created if missing) and a 24 h token for it.
+sa_token() {
+  local ns=$1 name=$2 api out
+  api=(curl -sSk --max-time 10 -H "Authorization: Bearer $(cat "$DIR/token")" -H 'Content-Type: application/json')
+  "${api[@]}" -o /dev/null -X POST "https://127.0.0.1:$PORT/api/v1/namespaces/$ns/serviceaccounts" \
+    -d "{\"metadata\":{\"name\":\"$name\"}}"
+  out=$("${api[@]}" -X POST "https://127.0.0.1:$PORT/api/v1/namespaces/$ns/serviceaccounts/$name/token" \
+    -d '{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":86400}}')
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["token"])' <<<"$out" ||
+    { echo "apiserver.sh: no token for $ns/$name" >&2; return 1; }
 }
 
 case "$cmd" in
@@ -224,6 +299,10 @@ case "$cmd" in
     [ -s "$DIR/sa.key" ] || openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
     [ -s "$DIR/token" ] || openssl rand -hex 24 >"$DIR/token"
     printf '%s,admin,admin-uid,"system:masters"\n' "$(cat "$DIR/token")" >"$DIR/tokens.csv"
+    rm -rf "$DIR/users" "$DIR/node-authz" "$DIR/client-ca.crt" "$DIR/client-ca.key"
+    add_users
+    node_certs
+    [ "${KCSI_APISERVER_NODE_AUTHZ:-}" = 1 ] && : >"$DIR/node-authz"
     chmod 600 "$DIR/sa.key" "$DIR/token" "$DIR/tokens.csv"
     rm -f "$DIR/audit-policy.yaml" "$DIR/audit.log"
     # Metadata only, one event when the response starts (a watch's start) or completes.
@@ -252,6 +331,7 @@ case "$cmd" in
       exit 1
     fi
     write_kubeconfig
+    write_user_kubeconfigs
     echo "started in $(( $(date +%s) - t_start ))s: KUBECONFIG=$DIR/kubeconfig (env: $DIR/env)"
     ;;
   stop)
@@ -270,6 +350,11 @@ case "$cmd" in
   status)
     load_env
     readyz
+    ;;
+  sa-token)
+    load_env
+    [[ $3 =~ ^[a-z0-9.-]+$ && $4 =~ ^[a-z0-9.-]+$ ]] || { echo "apiserver.sh: bad service account $3/$4" >&2; exit 2; }
+    sa_token "$3" "$4"
     ;;
   *) usage ;;
 esac
