@@ -55,6 +55,8 @@
  *   "nodeName"        string, required: the Node this agent acts for
  *   "rootDir"         absolute path, required: the kubelet root (pods/, plugins/, plugins_registry/)
  *   "kubeconfig"      path, optional: the API server; absent = standalone, no API access
+ *   "kubeconfigData"  string, optional, instead of "kubeconfig": the kubeconfig document itself
+ *                     (YAML or JSON), for a program whose credentials live in memory
  *   "timeoutSeconds"  number in (0, 86400], optional: per-operation deadline, default 120
  *   "idleConnectionSeconds"  number in (0, 86400], optional: a driver connection unused this
  *                     long is closed and reopened on the next call, default 300

@@ -46,6 +46,27 @@ pub enum Role {
     Controller,
 }
 
+/// `"kubeconfigData"`: a kubeconfig document held in memory, for a program whose credentials
+/// live there (the Go binding's relay to the VolumeHost's own client). Its `Debug` never
+/// prints the document: it holds a credential.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KubeconfigData(pub String);
+
+impl std::fmt::Debug for KubeconfigData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KubeconfigData(<{} bytes>)", self.0.len())
+    }
+}
+
+/// Where a host's API server and credentials come from.
+#[derive(Clone, Copy, Debug)]
+pub enum KubeconfigSource<'a> {
+    /// `"kubeconfig"`: a file, read when the host is made.
+    File(&'a std::path::Path),
+    /// `"kubeconfigData"`.
+    Data(&'a KubeconfigData),
+}
+
 /// A host's settings. Start from [`HostConfig::node`] or [`HostConfig::controller`] (or
 /// `Default`), set what differs, and [`HostConfig::check`] it: the checks `kcsi_host_new`
 /// runs on its JSON, with the same messages (they name the JSON keys of the C API's config).
@@ -57,6 +78,8 @@ pub struct HostConfig {
     /// Empty on a controller host (it has no volumes on disk).
     pub root_dir: PathBuf,
     pub kubeconfig: Option<PathBuf>,
+    /// Instead of `kubeconfig`, the document itself (`"kubeconfigData"`).
+    pub kubeconfig_data: Option<KubeconfigData>,
     pub timeout: Duration,
     /// A driver connection unused this long is closed (`"idleConnectionSeconds"`).
     pub idle_connection: Duration,
@@ -80,6 +103,7 @@ impl Default for HostConfig {
             node_name: String::new(),
             root_dir: PathBuf::new(),
             kubeconfig: None,
+            kubeconfig_data: None,
             timeout: DEFAULT_TIMEOUT,
             idle_connection: DEFAULT_IDLE_CONNECTION,
             feature_gates: BTreeMap::new(),
@@ -129,16 +153,21 @@ impl HostConfig {
                 )));
             }
         }
-        if self.kubeconfig.is_some() && !self.csi_drivers.is_empty() {
+        if self.kubeconfig.is_some() && self.kubeconfig_data.is_some() {
+            return Err(Error::invalid(
+                "host config is not valid: \"kubeconfig\" and \"kubeconfigData\" are both set; give one",
+            ));
+        }
+        if self.api_source().is_some() && !self.csi_drivers.is_empty() {
             return Err(Error::invalid(
                 "host config is not valid: \"csiDrivers\" is for standalone mode only; with a \
                  \"kubeconfig\" CSIDriver objects come from the API server",
             ));
         }
-        if self.csi_drivers_from_host && self.kubeconfig.is_none() {
+        if self.csi_drivers_from_host && self.api_source().is_none() {
             return Err(Error::invalid(
-                "host config is not valid: \"csiDriversFromHost\" needs a \"kubeconfig\"; a \
-                 standalone host's CSIDriver objects are its \"csiDrivers\"",
+                "host config is not valid: \"csiDriversFromHost\" needs a \"kubeconfig\" or \
+                 \"kubeconfigData\"; a standalone host's CSIDriver objects are its \"csiDrivers\"",
             ));
         }
         let mut names = BTreeSet::new();
@@ -169,6 +198,15 @@ impl HostConfig {
             _ => {}
         }
         Ok(self)
+    }
+
+    /// The API server's kubeconfig, as a file or a document; `None` when standalone.
+    pub fn api_source(&self) -> Option<KubeconfigSource<'_>> {
+        match (&self.kubeconfig, &self.kubeconfig_data) {
+            (Some(path), _) => Some(KubeconfigSource::File(path)),
+            (None, Some(data)) => Some(KubeconfigSource::Data(data)),
+            (None, None) => None,
+        }
     }
 
     pub fn is_controller(&self) -> bool {
@@ -209,9 +247,9 @@ impl HostConfig {
     /// A controller host serves every node from the API server: it needs a kubeconfig and has
     /// no node of its own, no volumes on disk and no plugin registry to watch.
     fn check_controller(&self) -> Result<()> {
-        if self.kubeconfig.is_none() {
+        if self.api_source().is_none() {
             return Err(Error::invalid(
-                "host config is not valid: \"role\": \"controller\" requires \"kubeconfig\"",
+                "host config is not valid: \"role\": \"controller\" requires \"kubeconfig\" or \"kubeconfigData\"",
             ));
         }
         let node_keys = [

@@ -72,7 +72,7 @@ impl Host {
     /// Creates a host. Must run inside the runtime (clients spawn tasks).
     pub fn new(config: HostConfig) -> Result<Host> {
         let telemetry = Telemetry::new();
-        let kube = match &config.kubeconfig {
+        let kube = match config.api_source() {
             Some(kubeconfig) => Some(Kube::start(&config, kubeconfig, &telemetry)?),
             None => {
                 // Expected for a standalone host, so a notice, not a warning.

@@ -100,7 +100,7 @@ fn missing_node_reports_the_initialization_error_and_recovers_when_the_node_appe
         .status()
         .last_error
         .unwrap()
-        .contains(&format!("get Node {node}")));
+        .contains(&format!("nodes \"{node}\" not found")));
     create_node(&c, &node, &[], &[], &[]);
     // initBackoff pauses grow to ~15 s, so this may take a while.
     wait_for("csiNodeInitialized", Duration::from_secs(90), || {

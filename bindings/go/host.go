@@ -20,7 +20,7 @@ func Version() string { return C.GoString(C.kcsi_version()) }
 // Config configures a Host; it is sent to kcsi_host_new as JSON.
 type Config struct {
 	// Role is "node" (the default, the kubelet's half) or "controller" (the attach/detach
-	// controller's half: Kubeconfig required, no NodeName or RootDir).
+	// controller's half: Kubeconfig or KubeconfigData required, no NodeName or RootDir).
 	Role string
 	// NodeName is the node this host acts for (also the node ID checked in registrations).
 	NodeName string
@@ -28,6 +28,10 @@ type Config struct {
 	RootDir string
 	// Kubeconfig is the API server's kubeconfig; empty means standalone (no API server).
 	Kubeconfig string
+	// KubeconfigData is, instead of Kubeconfig, the kubeconfig document itself (YAML or
+	// JSON), for a program whose credentials live in memory. It holds a credential: kcsi never
+	// logs it.
+	KubeconfigData string
 	// Timeout is the per-operation deadline; zero means kcsi's default (120 s, the kubelet's
 	// csiTimeout). It applies to calls whose context deadline cannot be passed down.
 	Timeout time.Duration
@@ -41,7 +45,7 @@ type Config struct {
 	CSIDrivers []any
 	// CSIDriversFromHost makes the program keep the host's CSIDriver objects current
 	// (ApplyCSIDriver, DeleteCSIDriver, CSIDriversSynced, from an informer it already runs)
-	// instead of kcsi listing and watching them itself. Needs Kubeconfig.
+	// instead of kcsi listing and watching them itself. Needs Kubeconfig or KubeconfigData.
 	CSIDriversFromHost bool
 	// PluginWatcher makes the host watch PluginsRegistryDir for node-driver-registrar sockets
 	// and register their drivers, as the kubelet's plugin manager does.
@@ -59,6 +63,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		NodeName       string          `json:"nodeName,omitempty"`
 		RootDir        string          `json:"rootDir,omitempty"`
 		Kubeconfig     string          `json:"kubeconfig,omitempty"`
+		KubeconfigData string          `json:"kubeconfigData,omitempty"`
 		TimeoutSeconds float64         `json:"timeoutSeconds,omitempty"`
 		IdleSeconds    float64         `json:"idleConnectionSeconds,omitempty"`
 		FeatureGates   map[string]bool `json:"featureGates,omitempty"`
@@ -71,7 +76,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	for i, d := range c.CSIDrivers {
 		drivers[i] = rawBytes(d)
 	}
-	return json.Marshal(wire{c.Role, c.NodeName, c.RootDir, c.Kubeconfig, c.Timeout.Seconds(), c.IdleConnection.Seconds(), c.FeatureGates, drivers,
+	return json.Marshal(wire{c.Role, c.NodeName, c.RootDir, c.Kubeconfig, c.KubeconfigData, c.Timeout.Seconds(), c.IdleConnection.Seconds(), c.FeatureGates, drivers,
 		c.CSIDriversFromHost, c.PluginWatcher, c.PluginsRegistryDir})
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::storage::v1::CSIDriver;
 use serde::Deserialize;
 
-use crate::config::{self, HostConfig, Role, MAX_TIMEOUT};
+use crate::config::{self, HostConfig, KubeconfigData, Role, MAX_TIMEOUT};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Deserialize)]
@@ -17,6 +17,7 @@ struct RawConfig {
     node_name: Option<String>,
     root_dir: Option<String>,
     kubeconfig: Option<String>,
+    kubeconfig_data: Option<String>,
     timeout_seconds: Option<f64>,
     idle_connection_seconds: Option<f64>,
     #[serde(default)]
@@ -50,6 +51,10 @@ pub(crate) fn host_config(json: &str) -> Result<HostConfig> {
         node_name: raw.node_name.unwrap_or_default(),
         root_dir: PathBuf::from(raw.root_dir.unwrap_or_default()),
         kubeconfig: raw.kubeconfig.filter(|k| !k.is_empty()).map(PathBuf::from),
+        kubeconfig_data: raw
+            .kubeconfig_data
+            .filter(|k| !k.is_empty())
+            .map(KubeconfigData),
         timeout: seconds("timeoutSeconds", raw.timeout_seconds, defaults.timeout)?,
         idle_connection: seconds(
             "idleConnectionSeconds",
@@ -121,6 +126,21 @@ mod tests {
                 err.message()
             );
         }
+    }
+
+    #[test]
+    fn kubeconfig_data_is_an_api_source_of_its_own_and_never_printed() {
+        let c = host_config(
+            r#"{"role":"controller","kubeconfigData":"apiVersion: v1\nkind: Config\n# token: s3cret"}"#,
+        )
+        .unwrap();
+        assert!(c.kubeconfig_data.is_some());
+        assert!(!format!("{c:?}").contains("s3cret"), "{c:?}");
+        let err = host_config(
+            r#"{"nodeName":"n","rootDir":"/r","kubeconfig":"/k","kubeconfigData":"x"}"#,
+        )
+        .unwrap_err();
+        assert!(err.message().contains("both set"), "{}", err.message());
     }
 
     #[test]

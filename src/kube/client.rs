@@ -9,6 +9,7 @@ use std::time::Duration;
 use ::kube::config::KubeConfigOptions;
 use ::kube::Client;
 
+use crate::config::KubeconfigSource;
 use crate::error::{Error, ErrorKind, Result};
 use crate::telemetry::Telemetry;
 
@@ -23,13 +24,24 @@ pub struct ApiClient {
 impl ApiClient {
     /// Connects lazily: no request is sent until the first call. Must run inside the runtime.
     pub fn from_kubeconfig(path: &Path) -> Result<ApiClient> {
-        Self::recording(path, Telemetry::new())
+        Self::recording(KubeconfigSource::File(path), Telemetry::new())
     }
 
-    /// As [`ApiClient::from_kubeconfig`], counting requests by verb in `telemetry`.
-    pub fn recording(path: &Path, telemetry: Telemetry) -> Result<ApiClient> {
-        let what = format!("kubeconfig {}", path.display());
-        let kubeconfig = super::kubeconfig::read(path)?;
+    /// As [`ApiClient::from_kubeconfig`], from a file or an in-memory document, counting
+    /// requests by verb in `telemetry`.
+    pub fn recording(source: KubeconfigSource<'_>, telemetry: Telemetry) -> Result<ApiClient> {
+        let (what, kubeconfig) = match source {
+            KubeconfigSource::File(path) => {
+                let what = format!("kubeconfig {}", path.display());
+                let kubeconfig = super::kubeconfig::read(path)?;
+                (what, kubeconfig)
+            }
+            KubeconfigSource::Data(text) => {
+                let what = "the host config's \"kubeconfigData\"".to_string();
+                let kubeconfig = super::kubeconfig::parse(&what, &text.0)?;
+                (what, kubeconfig)
+            }
+        };
         let mut config = ready(::kube::Config::from_custom_kubeconfig(
             kubeconfig,
             &KubeConfigOptions::default(),
@@ -185,13 +197,19 @@ pub async fn call<T>(
 fn map_error(action: &str, err: &::kube::Error) -> ApiError {
     use ::kube::Error as K;
     match err {
+        // The API server's own text, as client-go's StatusError prints it and upstream's
+        // plugin passes it on into events and node conditions: it names the user, the verb,
+        // the resource and (but on a create) the object, e.g. `volumeattachments.storage.k8s.io
+        // is forbidden: User "u" cannot create resource "volumeattachments" in API group
+        // "storage.k8s.io" at the cluster scope`. Only an answer without one gets `action`.
         K::Api(status) => {
             let kind = if status.code == 404 { ErrorKind::NotFound } else { ErrorKind::Kubernetes };
-            let reason = if status.reason.is_empty() { String::new() } else { format!(", reason {}", status.reason) };
-            ApiError {
-                error: Error::new(kind, format!("{action}: {} (HTTP {}{reason})", status.message, status.code)),
-                code: Some(status.code),
-            }
+            let message = if status.message.is_empty() {
+                format!("{action}: the API server answered HTTP {} {}", status.code, status.reason)
+            } else {
+                status.message.clone()
+            };
+            ApiError { error: Error::new(kind, message), code: Some(status.code) }
         }
         // serde_json's messages may quote values from the document: keep only the position.
         K::SerdeError(e) => ApiError {

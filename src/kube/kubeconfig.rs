@@ -1,4 +1,4 @@
-//! Reading the host's kubeconfig file. kcsi reads and decodes the bytes itself rather than use
+//! Reading the host's kubeconfig file (or parsing the document a host config carries). kcsi reads and decodes the bytes itself rather than use
 //! kube's `Kubeconfig::read_from`, which panics on a UTF-16 file of odd length and blocks on a
 //! FIFO; hostile files become INVALID_ARGUMENT errors that name the path.
 
@@ -48,12 +48,17 @@ pub fn read(path: &Path) -> Result<Kubeconfig> {
     }
     let text =
         decode(&bytes).map_err(|why| Error::invalid(format!("cannot read {what}: {why}")))?;
-    let mut config = Kubeconfig::from_yaml(&text)
-        .map_err(|e| Error::invalid(format!("cannot parse {what}: {}", redacted(&e))))?;
+    let mut config = parse(&what, &text)?;
     if let Some(dir) = path.parent() {
         absolutize(&mut config, dir);
     }
     Ok(config)
+}
+
+/// Parses a kubeconfig document (YAML or JSON) that `what` names in errors.
+pub fn parse(what: &str, text: &str) -> Result<Kubeconfig> {
+    Kubeconfig::from_yaml(text)
+        .map_err(|e| Error::invalid(format!("cannot parse {what}: {}", redacted(&e))))
 }
 
 fn open_error(what: &str, e: &std::io::Error) -> Error {

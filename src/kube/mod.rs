@@ -14,12 +14,11 @@ pub mod objects;
 pub mod token_manager;
 pub mod volumeattachment_informer;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
-use crate::config::HostConfig;
+use crate::config::{HostConfig, KubeconfigSource};
 use crate::error::Result;
 use crate::telemetry::Telemetry;
 use client::ApiClient;
@@ -47,7 +46,11 @@ pub struct Kube {
 impl Kube {
     /// Builds the client and starts the background tasks; sends no request itself, so a
     /// missing API server does not delay the host.
-    pub fn start(config: &HostConfig, kubeconfig: &Path, telemetry: &Telemetry) -> Result<Kube> {
+    pub fn start(
+        config: &HostConfig,
+        kubeconfig: KubeconfigSource<'_>,
+        telemetry: &Telemetry,
+    ) -> Result<Kube> {
         let runtime = crate::runtime::handle()?;
         let _enter = runtime.enter();
         let api = ApiClient::recording(kubeconfig, telemetry.clone())?;

@@ -50,13 +50,13 @@ func (a *attacher) Attach(spec *volume.Spec, nodeName types.NodeName) (string, e
 		return "", err
 	}
 	_, err = a.a.Attach(context.Background(), s, string(nodeName))
-	return "", err
+	return "", upstreamText(err)
 }
 
 // Detach deletes the VolumeAttachment of volumeName ("<driver>^<handle>") and waits until it
 // is gone (the attach/detach controller's call).
 func (a *attacher) Detach(volumeName string, nodeName types.NodeName) error {
-	return a.a.Detach(context.Background(), volumeName, string(nodeName))
+	return upstreamText(a.a.Detach(context.Background(), volumeName, string(nodeName)))
 }
 
 // VolumesAreAttached: on the controller, kcsi's watch of the VolumeAttachments answers for
@@ -113,7 +113,7 @@ func (a *attacher) controllerVolumesAreAttached(specs []*volume.Spec, nodeName t
 	}
 	attached, err := a.a.VolumesAreAttached(wire, string(nodeName))
 	if err != nil {
-		return nil, err
+		return nil, upstreamText(err)
 	}
 	for i, spec := range asked {
 		out[spec] = attached[i]

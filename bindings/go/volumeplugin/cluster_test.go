@@ -13,11 +13,16 @@ import (
 // cluster is a real kube-apiserver on etcd (scripts/peers/apiserver.sh), for the tests whose
 // answer comes from API objects.
 type cluster struct {
+	dir        string
 	kubeconfig string
 	client     *clientset.Clientset
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T) *cluster { return startClusterWith(t) }
+
+// startClusterWith starts the cluster with apiserver.sh's options in env (e.g.
+// KCSI_APISERVER_USERS=..., KCSI_APISERVER_AUDIT=1).
+func startClusterWith(t *testing.T, env ...string) *cluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "kcsi-vp-api.")
 	if err != nil {
@@ -28,10 +33,12 @@ func startCluster(t *testing.T) *cluster {
 		exec.Command(script, "stop", dir).Run()
 		os.RemoveAll(dir)
 	})
-	if out, err := exec.Command(script, "start", dir).CombinedOutput(); err != nil {
+	start := exec.Command(script, "start", dir)
+	start.Env = append(os.Environ(), env...)
+	if out, err := start.CombinedOutput(); err != nil {
 		t.Fatalf("starting kube-apiserver: %v\n%s", err, out)
 	}
-	c := &cluster{kubeconfig: filepath.Join(dir, "kubeconfig")}
+	c := &cluster{dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -52,4 +59,20 @@ func startPeer(t *testing.T, name string, args ...string) {
 	}
 	t.Cleanup(func() { os.Remove(logf.Name()) }) // runs after the process's cleanup
 	runUntilTestEnds(t, name, logf, peerBinary(t, name), args...)
+}
+
+// clientAs is a client of user (one of KCSI_APISERVER_USERS) with its own user agent, as a
+// kubelet's or a controller's client is.
+func (c *cluster) clientAs(t *testing.T, user, userAgent string) *clientset.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(c.dir, "users", user+".kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.UserAgent = userAgent
+	client, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
 }

@@ -17,10 +17,7 @@ func volumeHostCSIDrivers(cfg Config, host volume.VolumeHost) (cache.SharedIndex
 	if !cfg.CSIDriversFromVolumeHost {
 		return nil, nil
 	}
-	const what = "Init: Config.CSIDriversFromVolumeHost needs"
-	if cfg.Kubeconfig == "" {
-		return nil, invalid("%s Config.Kubeconfig (a standalone kcsi's CSIDriver objects are Config.CSIDrivers)", what)
-	}
+	const what = "Config.CSIDriversFromVolumeHost needs"
 	kvh, ok := host.(volume.KubeletVolumeHost)
 	if !ok || host.GetKubeClient() == nil || kvh.GetInformerFactory() == nil {
 		return nil, invalid("%s a kubelet VolumeHost with an API client and an informer factory (the kubelet's volume manager starts it)", what)
@@ -37,7 +34,7 @@ func (p *Plugin) feedCSIDrivers(h *kcsi.Host, informer cache.SharedIndexInformer
 		DeleteFunc: func(obj any) { deleteCSIDriver(h, obj) },
 	})
 	if err != nil {
-		return fmt.Errorf("kcsi: Init: cannot watch the VolumeHost's CSIDriver informer: %w", err)
+		return fmt.Errorf("kcsi: cannot watch the VolumeHost's CSIDriver informer: %w", err)
 	}
 	go func() {
 		if cache.WaitForCacheSync(p.stop, reg.HasSynced) {

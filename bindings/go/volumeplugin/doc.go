@@ -20,12 +20,13 @@
 // migrated): the plugin's collector reads every live kcsi host on each scrape.
 //
 // Deliberate differences from upstream:
-//   - kcsi talks to the API server with its own client, made from Config.Kubeconfig (empty:
-//     standalone, which Init refuses when the VolumeHost has an API client); it does not use
-//     the VolumeHost's client or service-account token getter (kcsi requests tokens itself
-//     and caches them per host as the kubelet's token manager does). It reads the CSIDriver
-//     objects from the VolumeHost's informer with Config.CSIDriversFromVolumeHost (as
-//     upstream reads its lister), and otherwise lists and watches them itself.
+//   - kcsi's requests go out through the VolumeHost's client (its identity, credentials, user
+//     agent and QPS limiter) over a loopback relay to kcsi's own HTTP stack (Config.Kubeconfig
+//     makes kcsi use a client of its own instead); it does not use the VolumeHost's
+//     service-account token getter (kcsi requests tokens itself and caches them per host as
+//     the kubelet's token manager does). It reads the CSIDriver objects from the VolumeHost's
+//     informer with Config.CSIDriversFromVolumeHost (as upstream reads its lister), and
+//     otherwise lists and watches them itself.
 //   - SetUpAt and TearDownAt accept only the mounter's own path (the kubelet never passes
 //     another); kcsi owns the layout.
 //   - When kcsi applies fsGroup itself (the driver lacks VOLUME_MOUNT_GROUP), it reports no

@@ -16,11 +16,29 @@ func kubeletError(err error) error {
 	if err == nil {
 		return nil
 	}
+	err = upstreamText(err)
 	switch {
 	case kcsi.IsUncertain(err):
 		return volumetypes.NewUncertainProgressError(err.Error())
 	case kcsi.IsTransient(err):
 		return volumetypes.NewTransientOperationFailure(err.Error())
+	}
+	return err
+}
+
+// asUpstream is a kcsi error worded as upstream's plugin words it: kcsi's message, which
+// follows upstream's text (pkg/volume/csi), without the binding's "kcsi: <Op>: <RESULT>: "
+// prefix, which would otherwise reach the attach/detach controller's events, the kubelet's
+// and VolumeAttachment-related messages. errors.As and errors.Is still find the *kcsi.Error.
+type asUpstream struct{ err *kcsi.Error }
+
+func (e asUpstream) Error() string { return e.err.Message }
+func (e asUpstream) Unwrap() error { return e.err }
+
+// upstreamText words a *kcsi.Error as upstream does; any other error stays as it is.
+func upstreamText(err error) error {
+	if ke, ok := err.(*kcsi.Error); ok {
+		return asUpstream{ke}
 	}
 	return err
 }
@@ -51,6 +69,7 @@ func expandError(err error) error {
 	if !errors.As(err, &ke) {
 		return kubeletError(err)
 	}
+	err = upstreamText(err)
 	switch {
 	case ke.Result == kcsi.ResultNotSupported:
 		return volumetypes.NewOperationNotSupportedError(err.Error())

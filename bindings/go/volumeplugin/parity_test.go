@@ -25,38 +25,28 @@ func TestNodeExpandErrorsThatMayBeInProgressAreFinalAsUpstreamWrapsThem(t *testi
 	}
 }
 
-func TestInitRefusesAnEmptyKubeconfigWhenTheKubeletHasAnAPIClient(t *testing.T) {
-	root := t.TempDir()
-	host := volumetest.NewFakeVolumeHost(t, root, fake.NewSimpleClientset(), nil)
-	p := New(Config{})
-	defer p.Close()
-	err := p.Init(host)
-	if err == nil || !strings.Contains(err.Error(), "Config.Kubeconfig is empty") {
-		t.Fatalf("Init: %v", err)
-	}
-	if p.Host() != nil {
-		t.Error("a refused Init made a host")
-	}
-}
-
-func TestInitRefusesCSIDriversFromAVolumeHostWithoutAnInformer(t *testing.T) {
+// Config.CSIDriversFromVolumeHost on a host without the informer it needs: Init still
+// succeeds (see TestInitSucceedsWhereUpstreamsDoesAndTheFirstCallSaysWhatIsWrong) and the
+// first call says what is missing.
+func TestCSIDriversFromAVolumeHostWithoutAnInformerIsRefusedByTheFirstCall(t *testing.T) {
 	for name, tc := range map[string]struct {
 		cfg  Config
 		host volume.VolumeHost
 		want string
 	}{
 		"standalone": {Config{CSIDriversFromVolumeHost: true},
-			volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, nil, nodeName, nil, nil), "needs Config.Kubeconfig"},
-		"no API client": {Config{Kubeconfig: "/nonexistent/kubeconfig", CSIDriversFromVolumeHost: true},
 			volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, nil, nodeName, nil, nil), "a kubelet VolumeHost with an API client"},
 		"not a kubelet's host": {Config{Kubeconfig: "/nonexistent/kubeconfig", CSIDriversFromVolumeHost: true},
 			volumetest.NewFakeVolumeHost(t, t.TempDir(), fake.NewSimpleClientset(), nil), "a kubelet VolumeHost with an API client"},
 	} {
 		p := New(tc.cfg)
-		err := p.Init(tc.host)
+		if err := p.Init(tc.host); err != nil {
+			t.Errorf("%s: Init: %v", name, err)
+		}
+		_, err := p.CanAttach(pvSpec("pv", "h", false))
 		p.Close()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Init: %v, want %q", name, err, tc.want)
+			t.Errorf("%s: CanAttach: %v, want %q", name, err, tc.want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package volumeplugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -21,14 +22,14 @@ import (
 // (pods/<uid>/volumes/kubernetes.io~csi/...) and its name-keyed lookups from it.
 const PluginName = "kubernetes.io/csi"
 
-// Config is what a VolumeHost cannot tell kcsi. Node name and root directory come from the
-// VolumeHost at Init; a host without them (the attach/detach controller's
-// AttachDetachVolumeHost) makes kcsi's controller host, which needs Kubeconfig.
+// Config is what a VolumeHost cannot tell kcsi. Node name, root directory and the API
+// client come from the VolumeHost at Init: inside the kubelet and the kube-controller-manager
+// the zero Config is right.
 type Config struct {
-	// Kubeconfig is the API server's kubeconfig, usually the kubelet's own; empty means
-	// standalone (no Node/CSINode updates, CSIDriver objects from CSIDrivers), which Init
-	// refuses when the VolumeHost has an API client: kcsi makes its own client and cannot
-	// take the kubelet's.
+	// Kubeconfig makes kcsi use its own client, from this kubeconfig, instead of the
+	// VolumeHost's: only for programs that have no client of their own to give (tools, tests).
+	// Empty, kcsi's requests go out through the VolumeHost's client, with its identity,
+	// credentials, user agent and QPS limit (kcsi is standalone when there is none).
 	Kubeconfig string
 	// Timeout bounds each volume operation; zero means kcsi's default, the kubelet's 2 minutes.
 	Timeout time.Duration
@@ -40,9 +41,8 @@ type Config struct {
 	CSIDrivers []any
 	// CSIDriversFromVolumeHost makes kcsi read the CSIDriver objects from the VolumeHost's
 	// informer (the kubelet's own, which its volume manager starts), as upstream's plugin
-	// reads that informer's lister, instead of listing and watching them with its own client:
-	// one watch and one API server connection fewer per node. Needs Kubeconfig and a kubelet
-	// VolumeHost with an API client.
+	// reads that informer's lister, instead of listing and watching them itself: one watch
+	// fewer per node. Needs a kubelet VolumeHost with an API client.
 	CSIDriversFromVolumeHost bool
 }
 
@@ -54,6 +54,14 @@ type Plugin struct {
 	kcsi atomic.Pointer[kcsi.Host]
 	// controller: Init got the attach/detach controller's host (no node, no pods dir).
 	controller bool
+	inited     atomic.Bool
+
+	// mu guards what follows: making kcsi's host, which Init may leave to later.
+	mu sync.Mutex
+	// startErr is why kcsi's host could not be made yet (nil once it is, or before Init).
+	startErr  error
+	lastStart time.Time
+	relay     *hostRelay
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -84,21 +92,75 @@ var (
 	_ volume.NodeExpandableVolumePlugin  = (*Plugin)(nil)
 )
 
-// Init creates kcsi's host for the VolumeHost's node and root directory. With a kubeconfig it
-// holds the kubelet's Ready status back until CSINode is initialized, as upstream does
-// through SetKubeletError.
+// retryStartAfter is how soon a call may try again to make a host that could not be made.
+const retryStartAfter = time.Second
+
+// Init creates kcsi's host for the VolumeHost's node and root directory. With an API server
+// it holds the kubelet's Ready status back until CSINode is initialized, as upstream does
+// through SetKubeletError. Like upstream's Init it does not fail over the API or kcsi's
+// set-up (a kube-controller-manager stops every controller when a plugin's Init fails): the
+// problem is logged, every call that needs the host returns it, and the host is made as soon
+// as the cause goes away.
 func (p *Plugin) Init(host volume.VolumeHost) error {
 	if host == nil {
 		return invalid("Init: the volume host is nil")
 	}
-	if p.kcsi.Load() != nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inited.Load() {
 		return invalid("Init: called twice")
 	}
-	if p.cfg.Kubeconfig == "" && host.GetKubeClient() != nil {
-		return invalid("Init: the kubelet has an API client but Config.Kubeconfig is empty; " +
-			"set it to the kubelet's kubeconfig (kcsi makes its own client from it and cannot use " +
-			"the VolumeHost's), or run the kubelet without an API server for a standalone kcsi")
+	p.host = host
+	// The attach/detach controller's host has no node and no pods dir (upstream's
+	// csiPlugin.Init tells the two apart by the host's type the same way).
+	_, adc := host.(volume.AttachDetachVolumeHost)
+	p.controller = adc && host.GetNodeName() == "" && host.GetPodsDir() == ""
+	p.inited.Store(true)
+	if err := p.start(); err != nil {
+		klog.ErrorS(err, "kcsi: cannot make its host yet; volume calls fail with this error until it can")
+		go p.retryStart()
 	}
+	return nil
+}
+
+// start makes kcsi's host (p.mu held), recording why it could not.
+func (p *Plugin) start() error {
+	p.lastStart = time.Now()
+	p.startErr = p.makeHost()
+	return p.startErr
+}
+
+// retryStart keeps trying to make the host until it is made or the plugin is closed: a
+// kubelet's CSINode start-up must not wait for a volume call.
+func (p *Plugin) retryStart() {
+	delay := retryStartAfter
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-time.After(delay):
+		}
+		p.mu.Lock()
+		err := p.startErr
+		if err != nil && p.kcsi.Load() == nil {
+			err = p.start()
+		}
+		p.mu.Unlock()
+		if err == nil {
+			klog.InfoS("kcsi: made its host")
+			return
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+func (p *Plugin) makeHost() error {
+	select {
+	case <-p.stop:
+		return errors.New("kcsi volume plugin: closed")
+	default:
+	}
+	host := p.host
 	gates := map[string]bool{
 		string(features.CSIVolumeHealth):              utilfeature.DefaultFeatureGate.Enabled(features.CSIVolumeHealth),
 		string(features.SELinuxMountReadWriteOncePod): utilfeature.DefaultFeatureGate.Enabled(features.SELinuxMountReadWriteOncePod),
@@ -116,16 +178,15 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 		FeatureGates: gates,
 		CSIDrivers:   p.cfg.CSIDrivers,
 	}
+	if err := p.apiSource(&cfg); err != nil {
+		return err
+	}
 	drivers, err := volumeHostCSIDrivers(p.cfg, host)
 	if err != nil {
 		return err
 	}
 	cfg.CSIDriversFromHost = drivers != nil
-	// The attach/detach controller's host has no node and no pods dir (upstream's
-	// csiPlugin.Init tells the two apart by the host's type the same way).
-	_, adc := host.(volume.AttachDetachVolumeHost)
-	controller := adc && cfg.NodeName == "" && host.GetPodsDir() == ""
-	if controller {
+	if p.controller {
 		cfg.Role = "controller"
 	} else {
 		cfg.RootDir = filepath.Dir(host.GetPodsDir())
@@ -140,21 +201,47 @@ func (p *Plugin) Init(host volume.VolumeHost) error {
 			return err
 		}
 	}
-	p.host = host
-	p.controller = controller
+	kvh, ok := host.(volume.KubeletVolumeHost)
+	csiNode := ok && (cfg.Kubeconfig != "" || cfg.KubeconfigData != "")
+	if csiNode {
+		kvh.SetKubeletError(errors.New("CSINode is not yet initialized"))
+	}
 	p.kcsi.Store(h)
 	addLegacyHost(h)
-	if kvh, ok := host.(volume.KubeletVolumeHost); ok && p.cfg.Kubeconfig != "" {
-		kvh.SetKubeletError(errors.New("CSINode is not yet initialized"))
+	if csiNode {
 		go p.reportCSINode(h, kvh)
 	}
 	return nil
 }
 
+// apiSource points cfg at the API server: Config.Kubeconfig when set, else the VolumeHost's
+// own client through the relay; none leaves a kubelet standalone.
+func (p *Plugin) apiSource(cfg *kcsi.Config) error {
+	client := p.host.GetKubeClient()
+	if cfg.Kubeconfig != "" || client == nil {
+		if p.controller && cfg.Kubeconfig == "" {
+			return invalid("the attach/detach controller's VolumeHost has no API client and Config.Kubeconfig is empty: there is no API server to attach volumes through")
+		}
+		return nil
+	}
+	if p.relay == nil {
+		relay, err := startHostRelay(client)
+		if err != nil {
+			return invalid("%v", err)
+		}
+		p.relay = relay
+	}
+	cfg.KubeconfigData = p.relay.kubeconfig
+	return nil
+}
+
 // reportCSINode mirrors kcsi's CSINode start-up into the kubelet's runtime error, which keeps
-// the node NotReady until it is cleared.
+// the node NotReady until it is cleared. It looks often at first: a restarted kubelet sends
+// its first node status soon after Init, and Ready must not wait for the next one (10 s on).
 func (p *Plugin) reportCSINode(h *kcsi.Host, kvh volume.KubeletVolumeHost) {
-	delay := 50 * time.Millisecond
+	const often = 5 * time.Millisecond
+	started := time.Now()
+	delay := often
 	for {
 		st, err := h.Status()
 		switch {
@@ -171,7 +258,9 @@ func (p *Plugin) reportCSINode(h *kcsi.Host, kvh volume.KubeletVolumeHost) {
 			return
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 2*time.Second)
+		if time.Since(started) > 2*time.Second {
+			delay = min(2*delay, 2*time.Second)
+		}
 	}
 }
 
@@ -179,20 +268,44 @@ func (p *Plugin) reportCSINode(h *kcsi.Host, kvh volume.KubeletVolumeHost) {
 // kubelet in one process do. Volumes stay as they are on disk.
 func (p *Plugin) Close() {
 	p.stopOnce.Do(func() { close(p.stop) })
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if h := p.kcsi.Swap(nil); h != nil {
 		removeLegacyHost(h)
 		h.Close()
+	}
+	if p.relay != nil {
+		p.relay.close()
+		p.relay = nil
 	}
 }
 
 // Host is kcsi's host, nil before Init.
 func (p *Plugin) Host() *kcsi.Host { return p.kcsi.Load() }
 
+// ready is kcsi's host, or why there is none: not initialised, or not made yet (then it is
+// tried again, at most every retryStartAfter).
 func (p *Plugin) ready() (*kcsi.Host, error) {
 	if h := p.kcsi.Load(); h != nil {
 		return h, nil
 	}
-	return nil, errNotInitialized
+	if !p.inited.Load() {
+		return nil, errNotInitialized
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h := p.kcsi.Load(); h != nil {
+		return h, nil
+	}
+	if p.startErr == nil {
+		return nil, errNotInitialized // closed
+	}
+	if time.Since(p.lastStart) >= retryStartAfter {
+		if p.start() == nil {
+			return p.kcsi.Load(), nil
+		}
+	}
+	return nil, fmt.Errorf("kcsi volume plugin: not ready: %w", p.startErr)
 }
 
 func (p *Plugin) GetPluginName() string { return PluginName }
@@ -219,7 +332,7 @@ func (p *Plugin) GetVolumeName(spec *volume.Spec) (string, error) {
 // it is answered here, by upstream's (and kcsi_can_support's) rule, without a call into kcsi:
 // the kubelet asks it of every volume, for every plugin, on every reconcile.
 func (p *Plugin) CanSupport(spec *volume.Spec) bool {
-	if p.kcsi.Load() == nil || spec == nil {
+	if !p.inited.Load() || spec == nil {
 		return false
 	}
 	return (spec.PersistentVolume != nil && spec.PersistentVolume.Spec.CSI != nil) ||
