@@ -249,6 +249,11 @@ pub struct VolumePluginCmd {
     /// Deadline of each CSI call, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub timeout: f64,
+    /// A directory of secrets files (csi-sanity's keys as JSON, e.g.
+    /// {"NodeStageVolumeSecret": {"key": "value"}}); a volume created with -o secrets=NAME
+    /// sends the secrets of NAME.json, read at each call and never kept.
+    #[arg(long, value_name = "DIR")]
+    pub secrets_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]

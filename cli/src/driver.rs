@@ -1,8 +1,9 @@
 //! The RPCs the command line makes itself, beside kcsi's node calls: the Identity call the
-//! node-driver-registrar makes (GetPluginInfo), and the Controller calls the external
-//! provisioner makes (CreateVolume, DeleteVolume).
+//! node-driver-registrar makes (GetPluginInfo), the Controller calls the external
+//! provisioner makes (CreateVolume, DeleteVolume), and the ones the external-attacher makes
+//! (ControllerPublishVolume, ControllerUnpublishVolume).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -112,6 +113,32 @@ pub struct NewVolume<'a> {
     pub access_mode: csi::volume_capability::access_mode::Mode,
     pub parameters: HashMap<String, String>,
     pub secrets: HashMap<String, String>,
+    /// The one topology segment the volume must be accessible from (the node's).
+    pub topology: Option<BTreeMap<String, String>>,
+}
+
+fn capability(
+    block: bool,
+    fs_type: &str,
+    mount_flags: Vec<String>,
+    access_mode: csi::volume_capability::access_mode::Mode,
+) -> csi::VolumeCapability {
+    use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
+    let access_type = if block {
+        AccessType::Block(BlockVolume {})
+    } else {
+        AccessType::Mount(MountVolume {
+            fs_type: fs_type.to_string(),
+            mount_flags,
+            volume_mount_group: String::new(),
+        })
+    };
+    csi::VolumeCapability {
+        access_mode: Some(AccessMode {
+            mode: access_mode as i32,
+        }),
+        access_type: Some(access_type),
+    }
 }
 
 pub async fn create_volume(
@@ -119,31 +146,25 @@ pub async fn create_volume(
     v: NewVolume<'_>,
     timeout: Duration,
 ) -> Result<csi::Volume> {
-    use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
-    let access_type = if v.block {
-        AccessType::Block(BlockVolume {})
-    } else {
-        AccessType::Mount(MountVolume {
-            fs_type: v.fs_type.to_string(),
-            mount_flags: v.mount_flags,
-            volume_mount_group: String::new(),
-        })
-    };
+    let topology = v.topology.map(|segments| {
+        let t = csi::Topology {
+            segments: segments.into_iter().collect(),
+        };
+        csi::TopologyRequirement {
+            requisite: vec![t.clone()],
+            preferred: vec![t],
+        }
+    });
     let req = csi::CreateVolumeRequest {
         name: v.name,
         capacity_range: Some(csi::CapacityRange {
             required_bytes: v.bytes,
             limit_bytes: 0,
         }),
-        volume_capabilities: vec![csi::VolumeCapability {
-            access_mode: Some(AccessMode {
-                mode: v.access_mode as i32,
-            }),
-            access_type: Some(access_type),
-        }],
+        volume_capabilities: vec![capability(v.block, v.fs_type, v.mount_flags, v.access_mode)],
         parameters: v.parameters,
         secrets: v.secrets,
-        ..Default::default()
+        accessibility_requirements: topology,
     };
     let mut c = ControllerClient::new(ch.clone());
     let resp = within(
@@ -203,4 +224,80 @@ pub async fn controller_expand(
     )
     .await?;
     Ok((resp.capacity_bytes, resp.node_expansion_required))
+}
+
+/// Whether the driver's Controller service attaches (ControllerGetCapabilities
+/// PUBLISH_UNPUBLISH_VOLUME), so a volume needs ControllerPublishVolume before NodeStage.
+pub async fn publishes_volumes(ch: &Channel, timeout: Duration) -> Result<bool> {
+    use csi::controller_service_capability::{rpc, Type};
+    let mut c = ControllerClient::new(ch.clone());
+    let resp = within(
+        "ControllerGetCapabilities",
+        timeout,
+        c.controller_get_capabilities(request(csi::ControllerGetCapabilitiesRequest {}, timeout)),
+    )
+    .await?;
+    Ok(resp.capabilities.iter().any(|c| {
+        matches!(&c.r#type, Some(Type::Rpc(r))
+            if r.r#type == rpc::Type::PublishUnpublishVolume as i32)
+    }))
+}
+
+/// What ControllerPublishVolume is asked for.
+pub struct Publish<'a> {
+    pub volume_id: &'a str,
+    pub node_id: &'a str,
+    pub block: bool,
+    pub fs_type: &'a str,
+    pub mount_flags: Vec<String>,
+    pub access_mode: csi::volume_capability::access_mode::Mode,
+    pub read_only: bool,
+    pub volume_context: HashMap<String, String>,
+    pub secrets: HashMap<String, String>,
+}
+
+/// ControllerPublishVolume: the publish context NodeStage and NodePublish carry.
+pub async fn controller_publish(
+    ch: &Channel,
+    p: Publish<'_>,
+    timeout: Duration,
+) -> Result<BTreeMap<String, String>> {
+    let req = csi::ControllerPublishVolumeRequest {
+        volume_id: p.volume_id.to_string(),
+        node_id: p.node_id.to_string(),
+        volume_capability: Some(capability(p.block, p.fs_type, p.mount_flags, p.access_mode)),
+        readonly: p.read_only,
+        secrets: p.secrets,
+        volume_context: p.volume_context,
+    };
+    let mut c = ControllerClient::new(ch.clone());
+    let resp = within(
+        "ControllerPublishVolume",
+        timeout,
+        c.controller_publish_volume(request(req, timeout)),
+    )
+    .await?;
+    Ok(resp.publish_context.into_iter().collect())
+}
+
+pub async fn controller_unpublish(
+    ch: &Channel,
+    volume_id: &str,
+    node_id: &str,
+    secrets: HashMap<String, String>,
+    timeout: Duration,
+) -> Result<()> {
+    let req = csi::ControllerUnpublishVolumeRequest {
+        volume_id: volume_id.to_string(),
+        node_id: node_id.to_string(),
+        secrets,
+    };
+    let mut c = ControllerClient::new(ch.clone());
+    within(
+        "ControllerUnpublishVolume",
+        timeout,
+        c.controller_unpublish_volume(request(req, timeout)),
+    )
+    .await
+    .map(drop)
 }

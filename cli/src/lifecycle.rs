@@ -231,6 +231,7 @@ impl Run {
             access_mode: access_mode(&v.access_mode, &Default::default()),
             parameters: self.args.parameters.iter().cloned().collect(),
             secrets: self.secrets.create_volume_secret.clone(),
+            topology: None,
         };
         let ch = self.s.channel.clone();
         let timeout = self.s.timeout;

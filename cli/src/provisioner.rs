@@ -41,6 +41,7 @@ pub async fn create(cmd: CreateVolumeCmd) -> Result<i32, UsageError> {
         access_mode: access_mode(&cmd.access_mode, &Default::default()),
         parameters: cmd.parameters.into_iter().collect(),
         secrets: Default::default(),
+        topology: None,
     };
     match driver::create_volume(&ch, request, timeout).await {
         Ok(v) => {

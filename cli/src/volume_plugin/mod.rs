@@ -3,6 +3,7 @@
 //! node-driver-registrar would, the volumes' descriptions under `<root>/volumes`, and the
 //! Docker volume plugin protocol served on a Unix socket until SIGINT or SIGTERM.
 
+mod attach;
 mod counts;
 mod options;
 mod protocol;
@@ -83,8 +84,12 @@ pub async fn run(a: VolumePluginCmd) -> Result<i32, UsageError> {
     let can_create = driver::has_controller(&channel, timeout)
         .await
         .map_err(unusable)?;
-    // No attacher in front of a container runtime: the CSIDriver stand-in needs no attach.
-    let csidriver = json!({"metadata": {"name": driver_name}, "spec": {"attachRequired": false}});
+    let attach = can_create
+        && driver::publishes_volumes(&channel, timeout)
+            .await
+            .map_err(unusable)?;
+    // The plugin attaches itself (see `attach`); the stand-in says whether kcsi waits for it.
+    let csidriver = json!({"metadata": {"name": driver_name}, "spec": {"attachRequired": attach}});
     let host = node::host(
         &root.join("kubelet"),
         &node::node_name(&a.node_name),
@@ -95,8 +100,18 @@ pub async fn run(a: VolumePluginCmd) -> Result<i32, UsageError> {
     host.files()
         .open()
         .map_err(|e| UsageError(format!("--root: {e}")))?;
+    let secrets_dir = match &a.secrets_dir {
+        Some(d) if d.is_dir() => Some(node::absolute("--secrets-dir", d)?),
+        Some(d) => {
+            return Err(UsageError(format!(
+                "--secrets-dir {}: not a directory",
+                d.display()
+            )))
+        }
+        None => None,
+    };
     let versions: Vec<String> = VERSIONS.iter().map(|v| v.to_string()).collect();
-    registration::register(
+    let info = registration::register(
         &host,
         &driver_name,
         &socket.display().to_string(),
@@ -106,18 +121,37 @@ pub async fn run(a: VolumePluginCmd) -> Result<i32, UsageError> {
     .await
     .map_err(unusable)?;
     let store = state::Store::open(&root).map_err(|e| UsageError(format!("--root: {e}")))?;
+    let side = volumes::DriverSide {
+        name: driver_name.clone(),
+        channel,
+        can_create,
+        attach,
+        node_id: info.node_id,
+        topology: info.topology,
+        timeout,
+    };
     let plugin = Arc::new(volumes::Plugin::new(
         a.name.clone(),
         host,
-        driver_name.clone(),
-        channel,
-        can_create,
-        timeout,
+        side,
         store,
+        secrets_dir,
     ));
     let found = plugin
         .found()
         .map_err(|e| UsageError(format!("--root: {e}")))?;
+    // Before serving: a runtime's first call finds the volumes as the kill left them, detached.
+    for (name, detached) in plugin.recover().await {
+        match detached {
+            Ok(()) => eprintln!(
+                "kcsi volume-plugin: volume {name} was left attached with nothing staged: detached"
+            ),
+            Err(e) => eprintln!(
+                "kcsi volume-plugin: volume {name} was left attached with nothing staged: {}",
+                protocol::err_text(&e)
+            ),
+        }
+    }
     let listener = bind(&listen)?;
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),
@@ -130,10 +164,10 @@ pub async fn run(a: VolumePluginCmd) -> Result<i32, UsageError> {
         "kcsi volume-plugin {}: serving {} for CSI driver {driver_name} {version} ({}), root {}, {} volume(s)",
         a.name,
         listen.display(),
-        if can_create {
-            "creates volumes"
-        } else {
-            "existing volumes only"
+        match (can_create, attach) {
+            (true, true) => "creates and attaches volumes",
+            (true, false) => "creates volumes",
+            _ => "existing volumes only",
         },
         root.display(),
         found.len()

@@ -1,6 +1,7 @@
 //! The volumes the plugin knows, one description file each under `<root>/volumes/<name>.json`,
-//! and their callers' Mount calls not yet balanced, one file each under
-//! `<root>/mounts/<name>.json`; both written atomically (temp file, fsync, rename, fsync of the
+//! their callers' Mount calls not yet balanced, one file each under `<root>/mounts/<name>.json`,
+//! and the attachments of a driver that needs ControllerPublishVolume, one file each under
+//! `<root>/attachments/<name>.json`; all written atomically (temp file, fsync, rename, fsync of the
 //! dir) through kcsi's confined file operations, so a plugin killed mid-write leaves the old
 //! file or the new one. What is mounted is not recorded here: it is read back from the kubelet
 //! side's own `vol_data.json`.
@@ -14,6 +15,7 @@ use kcsi::{Error, ErrorKind, Result};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::attach::Attachment;
 use super::counts::Counts;
 
 const SUFFIX: &str = ".json";
@@ -40,6 +42,12 @@ pub struct Description {
     pub mount_options: Vec<String>,
     #[serde(default)]
     pub block: bool,
+    /// The Kubernetes access mode (`accessMode`).
+    #[serde(default = "read_write_once")]
+    pub access_mode: String,
+    /// The name of its secrets file in the operator's `--secrets-dir`; never the secrets.
+    #[serde(default)]
+    pub secrets: Option<String>,
     /// The volume attributes NodeStage and NodePublish carry (the driver's volume context,
     /// then the caller's `-o key=value`).
     #[serde(default)]
@@ -48,6 +56,10 @@ pub struct Description {
     #[serde(default)]
     pub options: BTreeMap<String, String>,
     pub created_at: String,
+}
+
+fn read_write_once() -> String {
+    "ReadWriteOnce".to_string()
 }
 
 /// Volume names as Docker and Podman accept them: `[A-Za-z0-9][A-Za-z0-9_.-]*`, so a name is
@@ -69,21 +81,23 @@ pub struct Store {
     root: PathBuf,
     dir: PathBuf,
     mounts_dir: PathBuf,
+    attachments_dir: PathBuf,
     temp_seq: AtomicU64,
 }
 
 impl Store {
-    /// Opens (creating) `<root>/volumes` and `<root>/mounts`, and removes the temp files a
+    /// Opens (creating) `<root>/volumes`, `<root>/mounts` and `<root>/attachments`, and removes the temp files a
     /// killed plugin left there.
     pub fn open(root: &Path) -> Result<Store> {
         let store = Store {
             root: root.to_path_buf(),
             dir: root.join("volumes"),
             mounts_dir: root.join("mounts"),
+            attachments_dir: root.join("attachments"),
             temp_seq: AtomicU64::new(0),
         };
         let fs = store.fs()?;
-        for dir in [&store.dir, &store.mounts_dir] {
+        for dir in [&store.dir, &store.mounts_dir, &store.attachments_dir] {
             fs.mkdir_all(dir, 0o700)?;
             for name in fs.list(dir)? {
                 let name = name.to_string_lossy();
@@ -107,6 +121,11 @@ impl Store {
     /// The counts file of volume `name` (a checked name).
     pub fn counts_path(&self, name: &str) -> PathBuf {
         self.mounts_dir.join(format!("{name}{SUFFIX}"))
+    }
+
+    /// The attachment file of volume `name` (a checked name).
+    pub fn attachment_path(&self, name: &str) -> PathBuf {
+        self.attachments_dir.join(format!("{name}{SUFFIX}"))
     }
 
     /// The JSON file at `path` (`what` of volume `name`), `None` when there is none.
@@ -198,11 +217,29 @@ impl Store {
         self.write(&self.mounts_dir, name, "mount counts", counts)
     }
 
-    /// Removes the description of `name` and its counts.
+    /// The attachment of volume `name`, `None` when it is not attached.
+    pub fn load_attachment(&self, name: &str) -> Result<Option<Attachment>> {
+        check_name("volume name", name)?;
+        self.read(&self.attachment_path(name), "attachment", name)
+    }
+
+    pub fn save_attachment(&self, name: &str, a: &Attachment) -> Result<()> {
+        check_name("volume name", name)?;
+        self.write(&self.attachments_dir, name, "attachment", a)
+    }
+
+    pub fn remove_attachment(&self, name: &str) -> Result<()> {
+        check_name("volume name", name)?;
+        self.fs()?
+            .remove_file(&self.attachment_path(name), "cannot remove the attachment")
+    }
+
+    /// Removes the description of `name`, its counts and its attachment.
     pub fn remove(&self, name: &str) -> Result<()> {
         check_name("volume name", name)?;
         let fs = self.fs()?;
         fs.remove_file(&self.counts_path(name), "cannot remove the mount counts")?;
+        fs.remove_file(&self.attachment_path(name), "cannot remove the attachment")?;
         fs.remove_file(&self.path(name), "cannot remove the volume description")
     }
 
@@ -238,6 +275,8 @@ mod tests {
             fs_type: None,
             mount_options: vec![],
             block: false,
+            access_mode: "ReadWriteOnce".into(),
+            secrets: None,
             attributes: BTreeMap::new(),
             options: BTreeMap::new(),
             created_at: "now".into(),

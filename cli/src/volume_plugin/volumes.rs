@@ -16,6 +16,7 @@ use kcsi::reconstruct::construct_volume_spec;
 use kcsi::sha256_hex;
 use kcsi::unique_volume_name;
 use kcsi::NodeAgent;
+use kcsi::SecretsFile;
 use kcsi::VolumeLocks;
 use kcsi::{Error, ErrorKind, Result};
 use serde_json::{json, Value};
@@ -29,8 +30,20 @@ use crate::driver::{self, NewVolume};
 use crate::kubelet;
 use crate::node;
 
-/// The ReadWriteOnce of a Docker volume: any number of containers on this one node.
-const ACCESS_MODE: &str = "ReadWriteOnce";
+/// What the plugin learnt of its driver at start.
+pub struct DriverSide {
+    /// The CSI driver's name, from GetPluginInfo.
+    pub name: String,
+    pub channel: Channel,
+    /// The driver has a Controller service: `Create` without a handle calls CreateVolume.
+    pub can_create: bool,
+    /// Its Controller service has PUBLISH_UNPUBLISH_VOLUME (see `attach`).
+    pub attach: bool,
+    /// NodeGetInfo's node ID and accessible topology.
+    pub node_id: String,
+    pub topology: Option<BTreeMap<String, String>>,
+    pub timeout: Duration,
+}
 
 pub struct Plugin {
     /// The plugin's name (`--name`), prefixing the names of the volumes it creates.
@@ -40,11 +53,15 @@ pub struct Plugin {
     /// The CSI driver's name, from GetPluginInfo.
     pub driver: String,
     pub channel: Channel,
-    /// The driver has a Controller service: `Create` without a handle calls CreateVolume.
     pub can_create: bool,
+    pub attach: bool,
+    pub node_id: String,
+    pub topology: Option<BTreeMap<String, String>>,
     pub timeout: Duration,
     pub store: Store,
-    locks: VolumeLocks,
+    /// The operator's directory of secrets files (`--secrets-dir`).
+    pub secrets_dir: Option<PathBuf>,
+    pub(super) locks: VolumeLocks,
     /// Held (shared) by every call under way, so a stopping plugin can wait for them.
     pub busy: tokio::sync::RwLock<()>,
 }
@@ -73,27 +90,55 @@ impl Plugin {
     pub fn new(
         name: String,
         host: NodeAgent,
-        driver: String,
-        channel: Channel,
-        can_create: bool,
-        timeout: Duration,
+        driver: DriverSide,
         store: Store,
+        secrets_dir: Option<PathBuf>,
     ) -> Plugin {
         Plugin {
             name,
             host,
-            driver,
-            channel,
-            can_create,
-            timeout,
+            driver: driver.name,
+            channel: driver.channel,
+            can_create: driver.can_create,
+            attach: driver.attach,
+            node_id: driver.node_id,
+            topology: driver.topology,
+            timeout: driver.timeout,
             store,
+            secrets_dir,
             locks: VolumeLocks::default(),
             busy: tokio::sync::RwLock::new(()),
         }
     }
 
+    /// The secrets file a volume names (`-o secrets=NAME`): `NAME.json` in `--secrets-dir`.
+    fn secrets_path(&self, d: &Description) -> Result<Option<PathBuf>> {
+        let Some(name) = &d.secrets else {
+            return Ok(None);
+        };
+        let dir = self.secrets_dir.as_ref().ok_or_else(|| {
+            Error::new(
+                ErrorKind::FailedPrecondition,
+                format!(
+                    "volume {} takes secrets {name}, but the plugin was started without \
+                     --secrets-dir",
+                    d.name
+                ),
+            )
+        })?;
+        Ok(Some(dir.join(format!("{name}.json"))))
+    }
+
+    /// The volume's secrets, read now (never kept): none when it names no secrets file.
+    pub(super) fn secrets(&self, d: &Description) -> Result<SecretsFile> {
+        match self.secrets_path(d)? {
+            Some(path) => SecretsFile::load(&path),
+            None => Ok(SecretsFile::default()),
+        }
+    }
+
     /// The description of `name`, or a not-found error naming the volume.
-    fn described(&self, name: &str) -> Result<Description> {
+    pub(super) fn described(&self, name: &str) -> Result<Description> {
         let d = self
             .store
             .load(name)?
@@ -110,19 +155,25 @@ impl Plugin {
         Ok(d)
     }
 
-    /// The volume as the kubelet side takes it, published to `pod_uid`.
-    fn volume(&self, d: &Description, pod_uid: &str) -> Result<node::Volume> {
+    /// The volume as the kubelet side takes it, published to `pod_uid` with the attachment's
+    /// publish context.
+    fn volume(
+        &self,
+        d: &Description,
+        pod_uid: &str,
+        publish_context: BTreeMap<String, String>,
+    ) -> Result<node::Volume> {
         let args = VolumeArgs {
             name: Some(d.name.clone()),
             block: d.block,
             fs_type: d.fs_type.clone(),
             mount_options: d.mount_options.clone(),
-            read_only: false,
+            read_only: d.access_mode == "ReadOnlyMany",
             fs_group: None,
-            access_mode: ACCESS_MODE.into(),
+            access_mode: d.access_mode.clone(),
             attributes: d.attributes.clone().into_iter().collect(),
-            publish_context: Vec::new(),
-            secrets: None,
+            publish_context: publish_context.into_iter().collect(),
+            secrets: self.secrets_path(d)?,
             pod_uid: pod_uid.to_string(),
         };
         node::volume(
@@ -130,13 +181,13 @@ impl Plugin {
             &d.volume_handle,
             &args,
             &BTreeMap::new(),
-            false,
+            self.attach,
         )
         .map_err(|e| Error::invalid(e.0))
     }
 
     /// Whether the volume is staged, as the one walk over the layout defines it.
-    fn staged(&self, d: &Description) -> Result<bool> {
+    pub(super) fn staged(&self, d: &Description) -> Result<bool> {
         let dmp = self
             .host
             .layout()
@@ -224,7 +275,30 @@ impl Plugin {
                 ),
             ));
         }
-        let mut attributes = BTreeMap::new();
+        let mut d = Description {
+            name: name.to_string(),
+            driver: self.driver.clone(),
+            // Stands in until CreateVolume answers, for the check below.
+            volume_handle: plan
+                .volume_handle
+                .clone()
+                .unwrap_or_else(|| "to-be-created".to_string()),
+            created_by_kcsi: false,
+            capacity_bytes: 0,
+            fs_type: plan.fs_type,
+            mount_options: plan.mount_options,
+            block: plan.block,
+            access_mode: plan.access_mode,
+            secrets: plan.secrets,
+            attributes: BTreeMap::new(),
+            options: opts.clone(),
+            created_at: k8s_openapi::jiff::Timestamp::now().to_string(),
+        };
+        // Refused before anything is created: a spec kcsi does not take, unreadable secrets.
+        self.volume(&d, "check", BTreeMap::new())?;
+        let secrets = self
+            .secrets(&d)
+            .map_err(|e| e.context(format!("volume {name}")))?;
         let (handle, created, capacity) = match (&plan.volume_handle, self.can_create) {
             (Some(h), _) => (h.clone(), false, 0),
             (None, true) => {
@@ -233,18 +307,19 @@ impl Plugin {
                     NewVolume {
                         name: format!("{}-{name}", self.name),
                         bytes: plan.size.unwrap_or(0),
-                        block: plan.block,
-                        fs_type: plan.fs_type.as_deref().unwrap_or(""),
-                        mount_flags: plan.mount_options.clone(),
-                        access_mode: access_mode(ACCESS_MODE, &Default::default()),
-                        parameters: Default::default(),
-                        secrets: Default::default(),
+                        block: d.block,
+                        fs_type: d.fs_type.as_deref().unwrap_or(""),
+                        mount_flags: d.mount_options.clone(),
+                        access_mode: access_mode(&d.access_mode, &Default::default()),
+                        parameters: plan.parameters.into_iter().collect(),
+                        secrets: secrets.create_volume_secret,
+                        topology: self.topology.clone(),
                     },
                     self.timeout,
                 )
                 .await
                 .map_err(|e| e.context(format!("cannot create volume {name}")))?;
-                attributes.extend(v.volume_context);
+                d.attributes.extend(v.volume_context);
                 (v.volume_id, true, v.capacity_bytes)
             }
             (None, false) => {
@@ -258,28 +333,16 @@ impl Plugin {
                 ))
             }
         };
-        attributes.extend(plan.attributes);
-        let d = Description {
-            name: name.to_string(),
-            driver: self.driver.clone(),
-            volume_handle: handle,
-            created_by_kcsi: created,
-            capacity_bytes: capacity,
-            fs_type: plan.fs_type,
-            mount_options: plan.mount_options,
-            block: plan.block,
-            attributes,
-            options: opts.clone(),
-            created_at: k8s_openapi::jiff::Timestamp::now().to_string(),
-        };
-        // The spec must be one kcsi takes before anything is kept.
-        self.volume(&d, "check")?;
+        d.attributes.extend(plan.attributes);
+        d.volume_handle = handle;
+        d.created_by_kcsi = created;
+        d.capacity_bytes = capacity;
         if let Err(e) = self.store.save(&d) {
             if created {
                 let _ = driver::delete_volume(
                     &self.channel,
                     &d.volume_handle,
-                    Default::default(),
+                    secrets.delete_volume_secret,
                     self.timeout,
                 )
                 .await;
@@ -296,7 +359,6 @@ impl Plugin {
         let _lock = self.locks.lock(&self.store.path(name)).await;
         let d = self.described(name)?;
         let uid = pod_uid(id);
-        let v = self.volume(&d, &uid)?;
         let mut counts = self.store.load_counts(name)?;
         let publishes = self.publishes(&d)?;
         let held = publishes.iter().find(|p| p.pod_uid == uid && p.mounted);
@@ -305,29 +367,49 @@ impl Plugin {
             self.store.save_counts(name, &counts)?;
             return Ok(p.path.clone());
         }
-        let staged = self.staged(&d)?;
-        if !staged {
-            kubelet::stage(&self.host, &v).await?;
-        }
-        // Saved once published: a plugin killed in between leaves a publish without a count,
-        // which counts as one Mount.
-        let published = kubelet::publish(&self.host, &v).await;
-        let counted = match &published {
-            Ok(_) => self.store.save_counts(name, &counts),
-            Err(_) => Ok(()),
-        };
-        match (published, counted) {
-            (Ok(path), Ok(())) => Ok(path),
-            (Err(e), _) | (Ok(_), Err(e)) => {
-                // Docker calls no Unmount after a failed Mount: undo what this call set up.
-                let _ = kubelet::unpublish(&self.host, d.block, &d.name, &uid).await;
-                self.remove_pod_dirs(&d, &uid);
-                if !staged && publishes.is_empty() {
-                    let _ = self.unstage(&d).await;
-                }
-                Err(e)
+        if d.access_mode == "ReadWriteOncePod" {
+            if let Some(other) = publishes.iter().find(|p| p.pod_uid != uid) {
+                return Err(Error::new(
+                    ErrorKind::FailedPrecondition,
+                    format!(
+                        "volume {name} is ReadWriteOncePod and in use by caller {}",
+                        other.pod_uid
+                    ),
+                ));
             }
         }
+        let staged = self.staged(&d)?;
+        let set_up = async {
+            let context = if self.attach {
+                self.attach(&d).await?
+            } else {
+                BTreeMap::new()
+            };
+            let v = self.volume(&d, &uid, context)?;
+            if !staged {
+                kubelet::stage(&self.host, &v).await?;
+            }
+            // Saved once published: a plugin killed in between leaves a publish without a
+            // count, which counts as one Mount.
+            let path = kubelet::publish(&self.host, &v).await?;
+            self.store.save_counts(name, &counts)?;
+            Ok::<PathBuf, Error>(path)
+        };
+        let failed = match set_up.await {
+            Ok(path) => return Ok(path),
+            Err(e) => e,
+        };
+        // Docker calls no Unmount after a failed Mount: undo what this call set up.
+        let _ = kubelet::unpublish(&self.host, d.block, &d.name, &uid).await;
+        self.remove_pod_dirs(&d, &uid);
+        if !staged && publishes.is_empty() {
+            let _ = self.unstage(&d).await;
+            // Detached only once nothing is staged; else the next Unmount or start does it.
+            if matches!(self.staged(&d), Ok(false)) {
+                let _ = self.detach(&d).await;
+            }
+        }
+        Err(failed)
     }
 
     async fn unstage(&self, d: &Description) -> Result<()> {
@@ -352,8 +434,11 @@ impl Plugin {
         }
         // Saved once unpublished: a count left by a kill in between is void, its publish gone.
         self.store.save_counts(name, &counts)?;
-        if self.publishes(&d)?.is_empty() && self.staged(&d)? {
-            self.unstage(&d).await?;
+        if self.publishes(&d)?.is_empty() {
+            if self.staged(&d)? {
+                self.unstage(&d).await?;
+            }
+            self.detach(&d).await?;
         }
         Ok(())
     }
@@ -404,11 +489,12 @@ impl Plugin {
         if self.staged(&d)? {
             self.unstage(&d).await?;
         }
+        self.detach(&d).await?;
         if d.created_by_kcsi {
             driver::delete_volume(
                 &self.channel,
                 &d.volume_handle,
-                Default::default(),
+                self.secrets(&d)?.delete_volume_secret,
                 self.timeout,
             )
             .await
@@ -444,6 +530,8 @@ impl Plugin {
             "createdByKcsi": d.created_by_kcsi,
             "capacityBytes": d.capacity_bytes,
             "block": d.block,
+            "accessMode": d.access_mode,
+            "attachment": self.store.load_attachment(name)?,
             "fsType": d.fs_type,
             "mountOptions": d.mount_options,
             "attributes": d.attributes,
