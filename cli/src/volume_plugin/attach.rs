@@ -43,17 +43,17 @@ impl Plugin {
             return Ok(context);
         }
         let mut a = Attachment {
-            node_id: self.node_id.clone(),
+            node_id: self.side.node_id.clone(),
             publish_context: None,
         };
         self.store.save_attachment(&d.name, &a)?;
         let secrets = self.secrets(d)?;
         let read_only = d.access_mode == "ReadOnlyMany";
         let context = driver::controller_publish(
-            &self.channel,
+            &self.side.channel,
             Publish {
                 volume_id: &d.volume_handle,
-                node_id: &self.node_id,
+                node_id: &self.side.node_id,
                 block: d.block,
                 fs_type: d.fs_type.as_deref().unwrap_or(""),
                 mount_flags: d.mount_options.clone(),
@@ -62,7 +62,7 @@ impl Plugin {
                 volume_context: d.attributes.clone().into_iter().collect(),
                 secrets: secrets.controller_publish_volume_secret,
             },
-            self.timeout,
+            self.side.timeout,
         )
         .await
         .map_err(|e| e.context(format!("cannot attach volume {} to this node", d.name)))?;
@@ -79,11 +79,11 @@ impl Plugin {
         };
         let secrets = self.secrets(d)?;
         driver::controller_unpublish(
-            &self.channel,
+            &self.side.channel,
             &d.volume_handle,
             &a.node_id,
             secrets.controller_unpublish_volume_secret,
-            self.timeout,
+            self.side.timeout,
         )
         .await
         .map_err(|e| e.context(format!("cannot detach volume {} from this node", d.name)))?;

@@ -50,14 +50,7 @@ pub struct Plugin {
     pub name: String,
     /// The kubelet side (its host: paths, drivers, volume calls).
     pub host: NodeAgent,
-    /// The CSI driver's name, from GetPluginInfo.
-    pub driver: String,
-    pub channel: Channel,
-    pub can_create: bool,
-    pub attach: bool,
-    pub node_id: String,
-    pub topology: Option<BTreeMap<String, String>>,
-    pub timeout: Duration,
+    pub side: DriverSide,
     pub store: Store,
     /// The operator's directory of secrets files (`--secrets-dir`).
     pub secrets_dir: Option<PathBuf>,
@@ -90,20 +83,14 @@ impl Plugin {
     pub fn new(
         name: String,
         host: NodeAgent,
-        driver: DriverSide,
+        side: DriverSide,
         store: Store,
         secrets_dir: Option<PathBuf>,
     ) -> Plugin {
         Plugin {
             name,
             host,
-            driver: driver.name,
-            channel: driver.channel,
-            can_create: driver.can_create,
-            attach: driver.attach,
-            node_id: driver.node_id,
-            topology: driver.topology,
-            timeout: driver.timeout,
+            side,
             store,
             secrets_dir,
             locks: VolumeLocks::default(),
@@ -143,12 +130,12 @@ impl Plugin {
             .store
             .load(name)?
             .ok_or_else(|| Error::not_found(format!("no such volume: {name}")))?;
-        if d.driver != self.driver {
+        if d.driver != self.side.name {
             return Err(Error::new(
                 ErrorKind::FailedPrecondition,
                 format!(
                     "volume {name} belongs to CSI driver {}, but this plugin serves {}",
-                    d.driver, self.driver
+                    d.driver, self.side.name
                 ),
             ));
         }
@@ -177,11 +164,11 @@ impl Plugin {
             pod_uid: pod_uid.to_string(),
         };
         node::volume(
-            &self.driver,
+            &self.side.name,
             &d.volume_handle,
             &args,
             &BTreeMap::new(),
-            self.attach,
+            self.side.attach,
         )
         .map_err(|e| Error::invalid(e.0))
     }
@@ -191,7 +178,7 @@ impl Plugin {
         let dmp = self
             .host
             .layout()
-            .device_mount_path(&self.driver, &d.volume_handle)?;
+            .device_mount_path(&self.side.name, &d.volume_handle)?;
         let staged = inventory::walk(self.host.files())?.staged;
         Ok(staged.iter().any(|s| match s.kind {
             Kind::Block => d.block && s.spec_name.as_deref() == Some(d.name.as_str()),
@@ -220,7 +207,7 @@ impl Plugin {
             out.sort_by(|a, b| a.pod_uid.cmp(&b.pod_uid));
             return Ok(out);
         }
-        let volume_name = unique_volume_name(&self.driver, &d.volume_handle);
+        let volume_name = unique_volume_name(&self.side.name, &d.volume_handle);
         let mut out = Vec::new();
         for e in inventory::walk(self.host.files())?.published {
             if e.spec_name != d.name {
@@ -234,7 +221,7 @@ impl Plugin {
                 Ok(r) => {
                     let r = json!(r);
                     let csi = &r["spec"]["persistentVolume"]["spec"]["csi"];
-                    let same = csi["driver"] == self.driver.as_str()
+                    let same = csi["driver"] == self.side.name.as_str()
                         && csi["volumeHandle"] == d.volume_handle.as_str();
                     (!same).then(|| format!("{} records another volume: {csi}", dir.display()))
                 }
@@ -277,7 +264,7 @@ impl Plugin {
         }
         let mut d = Description {
             name: name.to_string(),
-            driver: self.driver.clone(),
+            driver: self.side.name.clone(),
             // Stands in until CreateVolume answers, for the check below.
             volume_handle: plan
                 .volume_handle
@@ -299,11 +286,11 @@ impl Plugin {
         let secrets = self
             .secrets(&d)
             .map_err(|e| e.context(format!("volume {name}")))?;
-        let (handle, created, capacity) = match (&plan.volume_handle, self.can_create) {
+        let (handle, created, capacity) = match (&plan.volume_handle, self.side.can_create) {
             (Some(h), _) => (h.clone(), false, 0),
             (None, true) => {
                 let v = driver::create_volume(
-                    &self.channel,
+                    &self.side.channel,
                     NewVolume {
                         name: format!("{}-{name}", self.name),
                         bytes: plan.size.unwrap_or(0),
@@ -313,9 +300,9 @@ impl Plugin {
                         access_mode: access_mode(&d.access_mode, &Default::default()),
                         parameters: plan.parameters.into_iter().collect(),
                         secrets: secrets.create_volume_secret,
-                        topology: self.topology.clone(),
+                        topology: self.side.topology.clone(),
                     },
-                    self.timeout,
+                    self.side.timeout,
                 )
                 .await
                 .map_err(|e| e.context(format!("cannot create volume {name}")))?;
@@ -328,7 +315,7 @@ impl Plugin {
                     format!(
                         "cannot create volume {name}: CSI driver {} has no Controller service; \
                          give -o volumeHandle=<id> of an existing volume",
-                        self.driver
+                        self.side.name
                     ),
                 ))
             }
@@ -340,10 +327,10 @@ impl Plugin {
         if let Err(e) = self.store.save(&d) {
             if created {
                 let _ = driver::delete_volume(
-                    &self.channel,
+                    &self.side.channel,
                     &d.volume_handle,
                     secrets.delete_volume_secret,
-                    self.timeout,
+                    self.side.timeout,
                 )
                 .await;
             }
@@ -380,7 +367,7 @@ impl Plugin {
         }
         let staged = self.staged(&d)?;
         let set_up = async {
-            let context = if self.attach {
+            let context = if self.side.attach {
                 self.attach(&d).await?
             } else {
                 BTreeMap::new()
@@ -413,7 +400,14 @@ impl Plugin {
     }
 
     async fn unstage(&self, d: &Description) -> Result<()> {
-        kubelet::unstage(&self.host, d.block, &self.driver, &d.volume_handle, &d.name).await
+        kubelet::unstage(
+            &self.host,
+            d.block,
+            &self.side.name,
+            &d.volume_handle,
+            &d.name,
+        )
+        .await
     }
 
     /// Counts an Unmount for caller `id`; the one that balances its Mount calls unpublishes
@@ -492,10 +486,10 @@ impl Plugin {
         self.detach(&d).await?;
         if d.created_by_kcsi {
             driver::delete_volume(
-                &self.channel,
+                &self.side.channel,
                 &d.volume_handle,
                 self.secrets(&d)?.delete_volume_secret,
-                self.timeout,
+                self.side.timeout,
             )
             .await
             .map_err(|e| e.context(format!("cannot remove volume {name}")))?;
