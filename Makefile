@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet bench-runtime fuzz install clean
 
 all: build
 
@@ -103,6 +103,12 @@ bench-kubelet: build
 ## (benches/kubelet/fleet).
 bench-fleet: build
 	scripts/bench-fleet.sh
+
+## bench-runtime: `docker run --rm -v VOL:/data ... true` and the same with `podman run`, on a
+## kcsi volume vs the runtime's `local` driver vs no volume (RUNS each, default 20): median,
+## spread and the plugin's own share. Set-up as the runtime suite (scripts/runtime-env.sh).
+bench-runtime:
+	scripts/bench-runtime.sh
 
 ## fuzz: libFuzzer + ASAN over the C API's JSON and string entry points (FUZZ_SECONDS per
 ## target, default 3; `make test` runs it at the default); see scripts/fuzz.sh.

@@ -6,72 +6,13 @@
 # through a spec file in /etc/docker/plugins, removed at the end. The image is a tar of
 # busybox-static, imported (no registry). Every NodeStage/NodePublish and its undoing is
 # asserted from the driver's own log and state, and the mount table; nothing is left behind.
+# The driver needs attaching (-enable-attach): every first NodeStage follows a
+# ControllerPublishVolume, every last NodeUnstage is followed by ControllerUnpublishVolume.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "the runtime suite runs containers and mounts volumes: run as root" >&2; exit 2; }
-
-installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-missing=()
-for pkg in podman docker.io runc busybox-static; do installed "$pkg" || missing+=("$pkg"); done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "--- installing ${missing[*]} (apt-get)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
-    >/dev/null || { echo "cannot install ${missing[*]}" >&2; exit 1; }
-fi
-scripts/peers/path.sh hostpath >/dev/null 2>&1 || scripts/peers/build.sh hostpath || exit 1
-HOSTPATH=$(scripts/peers/path.sh hostpath)
-cargo build --quiet --release -p kcsi-cli --bin kcsi || exit 1
-KCSI=$PWD/target/release/kcsi
-# Debian's client, the one matching its dockerd (another docker client may come first in PATH).
-DOCKER=/usr/bin/docker DOCKERD=/usr/sbin/dockerd
-
-D=$(mktemp -d /tmp/kcsi-rt-XXXXXX)
-SOCK=$D/kcsi.sock CSI=$D/csi.sock ROOT=$D/root STATE=$D/state DSOCK=$D/docker.sock
-# The plugin's name for both runtimes, unique to this run: its spec file is machine-wide.
-NAME=kcsi-rt-${D##*-}
-SPEC=/etc/docker/plugins/$NAME.spec
-IMG=kcsi-busybox
-export DOCKER_HOST=unix://$DSOCK DOCKER_CONFIG=$D/docker-client
-export CONTAINERS_CONF=$D/containers.conf CONTAINERS_STORAGE_CONF=$D/storage.conf
-# What dockerd, Podman and runc make outside their roots, removed at the end if this run made
-# it: directories (Podman's blob cache, run dirs), the spec file's, and cgroups.
-made_dirs=() made_cgroups=()
-for p in /run/docker /run/containers /var/lib/containers /etc/docker/plugins; do
-  [ -e "$p" ] || made_dirs+=("$p")
-done
-for p in /sys/fs/cgroup/ /sys/fs/cgroup/*/; do
-  for n in docker libpod_parent; do [ -e "$p$n" ] || made_cgroups+=("$p$n"); done
-done
-PLUGIN='' DRIVER='' DOCKERD_PID=''
-
-stop_plugin() {
-  [ -n "$PLUGIN" ] || return 0
-  kill -"${1:-TERM}" "$PLUGIN" 2>/dev/null; wait "$PLUGIN" 2>/dev/null; PLUGIN=''
-}
-stop_dockerd() {
-  [ -n "$DOCKERD_PID" ] || return 0
-  kill "$DOCKERD_PID" 2>/dev/null; wait "$DOCKERD_PID" 2>/dev/null; DOCKERD_PID=''
-}
-cleanup() {
-  exec 3>&-
-  [ -n "$DOCKERD_PID" ] && $DOCKER ps -aq | xargs -r $DOCKER rm -f >/dev/null 2>&1
-  podman rm -f -a -t 0 >/dev/null 2>&1
-  stop_dockerd
-  # What dockerd's containerd still runs on this run's sockets (after a dockerd that died).
-  for f in $(grep -lsF "$D/dexec/" /proc/[0-9]*/cmdline); do
-    f=${f#/proc/}; kill -9 "${f%/cmdline}" 2>/dev/null
-  done
-  stop_plugin
-  [ -n "$DRIVER" ] && { kill "$DRIVER" 2>/dev/null; wait "$DRIVER" 2>/dev/null; }
-  rm -f "$SPEC"
-  findmnt -rn -o TARGET | grep "^$D/" | sort -r | xargs -r -n1 umount -l
-  rm -rf "${made_dirs[@]}"
-  for c in "${made_cgroups[@]}"; do
-    [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
-  done
-  rm -rf "$D"
-}
-trap cleanup EXIT
+HOSTPATH_FLAGS=-enable-attach
+# shellcheck source=runtime-env.sh
+source scripts/runtime-env.sh
 
 # The driver's own record: its log has one gRPCCall line per call (request, response, error),
 # its state.json each volume's staging and publish paths. A call line it cannot read fails.
@@ -121,16 +62,17 @@ elif what in ("Published", "Staged"):  # name:paths of each volume with any, sor
                           for v in volumes() if v.get(what))))
 elif what == "paths":  # every publish path
     print("\n".join(sorted(p for v in volumes() for p in v.get("Published") or [])))
+elif what == "order":  # NAME: the methods of the successful calls on volume NAME, in order
+    ids = handles(args[0])
+    print(*[c["Method"].rsplit("/", 1)[1] for c in calls()
+            if not c["Error"] and c["Request"].get("volume_id") in ids])
 elif what == "failed":  # calls that failed
     for c in calls():
         if c["Error"]:
             print(c["Method"], c["Error"])
 EOF
 drv() { python3 "$D/driver.py" "$D/driver.log" "$STATE/state.json" "$NAME-" "$@"; }
-# One call of the plugin's protocol, as a runtime makes it.
-api() { curl -sS --fail-with-body --unix-socket "$SOCK" -X POST -d "$2" "http://plugin$1"; }
 mounted() { findmnt -rn -o TARGET | grep "^$ROOT/" | sort; }
-ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 failed=0
 check() {
@@ -145,79 +87,6 @@ in_use() { is "$(drv Published)" "$1" && is "$(mounted)" "$(drv paths)"; }
 # NodeStage/NodePublish/NodeUnpublish/NodeUnstage calls on volume $1 are $2, and in_use $3.
 node() { is "$(drv node "$1")" "$2" && in_use "$3"; }
 
-"$HOSTPATH" --endpoint="unix://$CSI" --nodeid=kcsi-node --statedir="$STATE" -v=5 \
-  >"$D/driver.log" 2>&1 &
-DRIVER=$!
-for _ in $(seq 200); do [ -S "$CSI" ] && break; sleep 0.05; done
-
-start_plugin() {
-  "$KCSI" volume-plugin --endpoint "unix://$CSI" --name "$NAME" --root "$ROOT" --listen "$SOCK" \
-    2>>"$D/plugin.log" &
-  PLUGIN=$!
-  for _ in $(seq 200); do
-    api /Plugin.Activate '{}' >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "the plugin did not come up:"; cat "$D/plugin.log"; exit 1
-}
-# The trust key dockerd 20.10 would write to /etc/docker/key.json goes to the run's dir.
-echo "{\"deprecated-key-path\": \"$D/docker-key.json\"}" >"$D/daemon.json"
-start_dockerd() {
-  "$DOCKERD" --config-file "$D/daemon.json" --data-root "$D/docker" --exec-root "$D/dexec" \
-    --pidfile "$D/docker.pid" -H "unix://$DSOCK" \
-    --storage-driver vfs --iptables=false --ip6tables=false --bridge=none --live-restore \
-    >>"$D/dockerd.log" 2>&1 &
-  DOCKERD_PID=$!
-  for _ in $(seq 300); do
-    $DOCKER version >/dev/null 2>&1 && return 0
-    kill -0 "$DOCKERD_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "dockerd did not come up:"; tail -20 "$D/dockerd.log"; exit 1
-}
-
-# This machine's root may not raise rlimits (no CAP_SYS_RESOURCE), which Podman does by default;
-# crun fails on its cgroup layout, runc does not.
-cat >"$D/containers.conf" <<EOF
-[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
-netns = "none"
-
-[engine]
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-events_logfile_path = "$D/podman/events.log"
-lock_type = "file"
-runtime = "runc"
-tmp_dir = "$D/podman/tmp"
-static_dir = "$D/podman/libpod"
-volume_path = "$D/podman/volumes"
-
-[network]
-network_config_dir = "$D/podman/networks"
-
-[engine.volume_plugins]
-$NAME = "$SOCK"
-EOF
-cat >"$D/storage.conf" <<EOF
-[storage]
-driver = "vfs"
-graphroot = "$D/podman/storage"
-runroot = "$D/podman/run"
-EOF
-
-# Podman reads the docker client's config too: both get an empty one.
-mkdir -p "$DOCKER_CONFIG" && echo '{}' >"$DOCKER_CONFIG/config.json"
-start_plugin
-mkdir -p /etc/docker/plugins && echo "unix://$SOCK" >"$SPEC"
-start_dockerd
-mkdir -p "$D/image/bin"
-cp /bin/busybox "$D/image/bin/"
-for a in sh cat sleep; do ln -s busybox "$D/image/bin/$a"; done
-tar -C "$D/image" -cf "$D/busybox.tar" .
-$DOCKER import "$D/busybox.tar" $IMG >/dev/null || exit 1
-podman import "$D/busybox.tar" $IMG >/dev/null 2>&1 || exit 1
-echo "--- $($DOCKERD --version), $(podman --version), $(runc --version | head -1), hostpath $("$HOSTPATH" --version 2>&1 | head -1)"
 # A container that runs until stopped, and stops at once.
 LONG='trap "exit 0" TERM; sleep 1000 & wait'
 
@@ -230,13 +99,16 @@ check "docker run --volume-driver -v first:/data wrote /data" is "$out" "from do
 check "the bytes are in the driver's volume" is "$(cat "$STATE/$(drv handle first)/f" 2>&1)" "from docker"
 check "first: one NodeStage, NodePublish, NodeUnpublish, NodeUnstage; nothing in use" \
   node first 1/1/1/1 ""
+check "first: attached before its NodeStage, detached after its NodeUnstage" \
+  is "$(drv order first)" "ControllerPublishVolume NodeStageVolume NodePublishVolume NodeUnpublishVolume NodeUnstageVolume ControllerUnpublishVolume"
 
 echo "--- docker run --mount type=volume with volume-driver and volume-opt"
 out=$($DOCKER run --rm --network none \
-  --mount "type=volume,source=opts,target=/data,volume-driver=$NAME,volume-opt=size=8Mi,volume-opt=tier=gold" \
+  --mount "type=volume,source=opts,target=/data,volume-driver=$NAME,volume-opt=size=8Mi,volume-opt=attribute.tier=gold,volume-opt=parameter.class=fast" \
   $IMG sh -c 'echo with opts >/data/f; cat /data/f' 2>&1)
 check "docker run --mount ... volume-opt wrote /data" is "$out" "with opts"
 check "CreateVolume asked for 8 MiB" is "$(drv field CreateVolume opts capacity_range required_bytes)" 8388608
+check "with parameter class=fast" is "$(drv field CreateVolume opts parameters class)" fast
 check "NodePublish carried tier=gold" is "$(drv field NodePublishVolume opts volume_context tier)" gold
 check "the bytes are in the driver's volume" is "$(cat "$STATE/$(drv handle opts)/f" 2>&1)" "with opts"
 check "opts: set up and torn down once; nothing in use" node opts 1/1/1/1 ""
@@ -295,6 +167,9 @@ echo "--- docker rm -f of the running containers, docker volume rm"
 $DOCKER rm -f c1 c2 >/dev/null
 check "removal unpublished both, then unstaged; nothing mounted" node shared 1/4/4/1 ""
 check "nothing staged" is "$(drv Staged)" ""
+check "shared: attached once for all its users, detached after the last" \
+  is "$(drv order shared | tr ' ' '\n' | grep -c '^Controller')/$(drv order shared | tr ' ' '\n' | tail -1)" \
+  2/ControllerUnpublishVolume
 handles="$(drv handle first) $(drv handle opts) $h"
 $DOCKER volume rm first opts shared >/dev/null
 check "docker volume rm: DeleteVolume for each, the driver's volumes gone" \
@@ -339,6 +214,9 @@ out=$(podman volume create --driver "$NAME" -o size=1Gi -o volumeHandle=x bad 2>
 check "size with volumeHandle: refused" has "$out" "exclude each other"
 out=$(podman volume create --driver "$NAME" -o block=maybe bad 2>&1)
 check "block=maybe: refused" has "$out" "true or false"
+out=$($DOCKER volume create --driver "$NAME" -o tier=gold bad 2>&1)
+check "docker: an unknown key is refused, naming it" has "$out" 'option "tier" is not known'
+
 check "nothing was created" is "$(drv count CreateVolume)/$(podman volume ls -q)" 4/pod
 
 echo "--- a volume docker made is podman's too"
