@@ -145,7 +145,7 @@ mkdir -p /etc/docker/plugins && echo "unix://$SOCK" >"$SPEC"
 start_dockerd
 mkdir -p "$D/image/bin"
 cp /bin/busybox "$D/image/bin/"
-for a in sh cat sleep; do ln -s busybox "$D/image/bin/$a"; done
+for a in sh cat sleep true; do ln -s busybox "$D/image/bin/$a"; done
 tar -C "$D/image" -cf "$D/busybox.tar" .
 $DOCKER import "$D/busybox.tar" $IMG >/dev/null || exit 1
 podman import "$D/busybox.tar" $IMG >/dev/null 2>&1 || exit 1
