@@ -56,7 +56,7 @@ pub use spec::VolumeSpec;
 /// The volume operations on a node, as the kubelet's volume manager runs them.
 pub use volume::block::{BlockMapper, BlockUnmapper, MapperPaths};
 pub use volume::expander::{node_expand, ExpandOptions};
-pub use volume::metrics::volume_stats;
+pub use volume::metrics::{volume_stats, VolumeMetrics};
 pub use volume::mounter::{Mounter, MounterArgs, Unmounter};
 pub use volume::plugin::unique_volume_name;
 
@@ -97,7 +97,7 @@ pub use disk::volume_data::keys as volume_data_keys;
 pub use disk::volume_lock::VolumeLocks;
 
 /// The CSI side: the protos, and what kcsi reads from a driver.
-pub use csi::csi_client::{socket_path, NodeInfo};
+pub use csi::csi_client::{socket_path, NodeCapabilities, NodeInfo};
 pub use csi::proto;
 
 /// Kubernetes API access: the client and the node info kcsi keeps on Node and CSINode.

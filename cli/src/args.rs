@@ -63,6 +63,9 @@ pub enum Command {
     CreateVolume(CreateVolumeCmd),
     /// DeleteVolume with the driver's Controller service.
     DeleteVolume(DeleteVolumeCmd),
+    /// The kubelet-in-a-box suite: every sequence the kubelet (and the external-provisioner
+    /// and external-attacher) drives, each a named case that passes, fails or is skipped.
+    Conformance(ConformanceArgs),
 }
 
 #[derive(Args, Clone)]
@@ -84,7 +87,8 @@ pub struct DriverArgs {
     #[arg(long, value_name = "FILE")]
     pub csidriver: Option<PathBuf>,
     /// Inject a fault through the fault proxy: hang:RPC, kill:RPC, drop:RPC,
-    /// error:RPC:CODE[:MESSAGE], delay:RPC:DURATION. Each fires on the first matching call.
+    /// error:RPC:CODE[:MESSAGE], delay:RPC:DURATION. Each fires on the first matching call
+    /// (RPC@N: on the Nth).
     #[arg(long, value_name = "FAULT")]
     pub fault: Vec<Fault>,
 }
@@ -217,7 +221,8 @@ pub struct FaultProxyCmd {
     /// The driver's socket.
     #[arg(long, value_name = "SOCKET")]
     pub upstream: PathBuf,
-    /// hang:RPC, kill:RPC, drop:RPC, error:RPC:CODE[:MESSAGE], delay:RPC:DURATION.
+    /// hang:RPC, kill:RPC, drop:RPC, error:RPC:CODE[:MESSAGE], delay:RPC:DURATION
+    /// (RPC@N: from the Nth matching call).
     #[arg(long, value_name = "FAULT")]
     pub fault: Vec<Fault>,
     /// Fire each fault on every matching call, not only the first.
@@ -287,6 +292,36 @@ pub struct DeleteVolumeCmd {
     pub volume_handle: String,
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub timeout: f64,
+}
+
+#[derive(Args)]
+pub struct ConformanceArgs {
+    /// The driver's CSI socket: unix:///path/csi.sock or /path/csi.sock.
+    #[arg(long, value_name = "ENDPOINT", required_unless_present = "list")]
+    pub endpoint: Option<String>,
+    /// Run only the matching cases: a name, a group (`volume`), or a glob (`*.rwop`).
+    #[arg(long = "case", value_name = "PATTERN")]
+    pub cases: Vec<String>,
+    /// Deadline of each CSI call, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub timeout: f64,
+    /// Deadline of each case, clean-up apart, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
+    pub case_timeout: f64,
+    /// A mount option the driver honours: volume.mount-options sends it and requires it in
+    /// effect on the target (without one it sends noatime and only requires it accepted).
+    #[arg(long = "mount-option", value_name = "OPTION")]
+    pub mount_options: Vec<String>,
+    /// Also write the results as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// List the cases and what each checks.
+    #[arg(long)]
+    pub list: bool,
+    /// Inject a fault into each case's calls (as lifecycle --fault, RPC@N for the Nth call),
+    /// to see a case fail.
+    #[arg(long, value_name = "FAULT")]
+    pub fault: Vec<Fault>,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {

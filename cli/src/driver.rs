@@ -26,7 +26,7 @@ pub fn channel(socket: &Path) -> Channel {
     ))
 }
 
-fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
+pub fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
     let mut req = tonic::Request::new(msg);
     req.set_timeout(timeout);
     req
@@ -53,7 +53,7 @@ fn failed(method: &str, status: tonic::Status) -> Error {
     .with_grpc_code(status.code() as i32)
 }
 
-async fn within<T>(
+pub async fn within<T>(
     method: &str,
     timeout: Duration,
     call: impl std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,

@@ -42,17 +42,31 @@ pub struct Fault {
     pub action: Action,
     /// Short method name, e.g. `NodePublishVolume`.
     pub rpc: String,
+    /// Which matching call it fires on, from 1 (`RPC@N`; the first by default).
+    pub nth: u32,
 }
 
 impl std::str::FromStr for Fault {
     type Err = String;
 
-    /// `hang:RPC`, `kill:RPC`, `drop:RPC`, `error:RPC:CODE[:MESSAGE]`, `delay:RPC:DURATION`.
+    /// `hang:RPC`, `kill:RPC`, `drop:RPC`, `error:RPC:CODE[:MESSAGE]`, `delay:RPC:DURATION`;
+    /// `RPC@N` fires on the Nth matching call instead of the first.
     fn from_str(s: &str) -> Result<Fault, String> {
         let mut parts = s.splitn(3, ':');
         let action = parts.next().unwrap_or_default();
         let rpc = parts.next().unwrap_or_default();
         let arg = parts.next();
+        let (rpc, nth) = match rpc.rsplit_once('@') {
+            Some((rpc, n)) => match n.parse::<u32>() {
+                Ok(n) if n > 0 => (rpc, n),
+                _ => {
+                    return Err(format!(
+                        "fault {s:?}: {n:?} after @ is not a call number from 1"
+                    ))
+                }
+            },
+            None => (rpc, 1),
+        };
         let rpc = wire::short_method(rpc).to_string();
         if !wire::METHODS.contains(&rpc.as_str()) {
             return Err(format!(
@@ -80,7 +94,7 @@ impl std::str::FromStr for Fault {
                 ))
             }
         };
-        Ok(Fault { action, rpc })
+        Ok(Fault { action, rpc, nth })
     }
 }
 
@@ -123,7 +137,8 @@ pub enum Event {
 struct Ctx {
     upstream: PathBuf,
     faults: Vec<Fault>,
-    fired: Mutex<Vec<bool>>,
+    /// Per fault, how many calls matched its RPC so far.
+    matched: Mutex<Vec<u32>>,
     every: bool,
     events: Option<mpsc::UnboundedSender<Event>>,
     calls: AtomicU64,
@@ -136,16 +151,19 @@ impl Ctx {
         }
     }
 
-    /// The fault for this call, if any; each fires once unless `every`.
+    /// The fault for this call, if any: each fires on its Nth matching call, or with
+    /// `every` on each from the Nth on.
     fn take(&self, rpc: &str) -> Option<Action> {
-        let mut fired = self.fired.lock().unwrap_or_else(|p| p.into_inner());
-        let i = self
-            .faults
-            .iter()
-            .enumerate()
-            .position(|(i, f)| f.rpc == rpc && (self.every || !fired[i]))?;
-        fired[i] = true;
-        Some(self.faults[i].action.clone())
+        let mut matched = self.matched.lock().unwrap_or_else(|p| p.into_inner());
+        let mut hit = None;
+        for (i, f) in self.faults.iter().enumerate().filter(|(_, f)| f.rpc == rpc) {
+            matched[i] += 1;
+            let fires = matched[i] == f.nth || (self.every && matched[i] > f.nth);
+            if fires && hit.is_none() {
+                hit = Some(i);
+            }
+        }
+        hit.map(|i| self.faults[i].action.clone())
     }
 }
 
@@ -172,13 +190,13 @@ impl FaultProxy {
             std::fs::remove_file(listen)?;
         }
         let listener = UnixListener::bind(listen)?;
-        let fired = Mutex::new(vec![false; faults.len()]);
+        let matched = Mutex::new(vec![0; faults.len()]);
         Ok(FaultProxy {
             listener,
             ctx: Arc::new(Ctx {
                 upstream: upstream.to_path_buf(),
                 faults,
-                fired,
+                matched,
                 every,
                 events,
                 calls: AtomicU64::new(0),
@@ -437,6 +455,9 @@ mod tests {
             f.action,
             Action::Error(tonic::Code::ResourceExhausted, "busy".into())
         );
+        let f: Fault = "error:NodeUnpublishVolume@2:NotFound".parse().unwrap();
+        assert_eq!((f.rpc.as_str(), f.nth), ("NodeUnpublishVolume", 2));
+        assert!("hang:NodeGetInfo@0".parse::<Fault>().is_err());
         let f: Fault = "delay:NodeGetInfo:250ms".parse().unwrap();
         assert_eq!(f.action, Action::Delay(Duration::from_millis(250)));
         assert!("hang:NodeStage".parse::<Fault>().is_err());

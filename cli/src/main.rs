@@ -3,6 +3,7 @@
 //! never a stack trace.
 
 mod args;
+mod conformance;
 mod driver;
 mod fault_proxy;
 mod kubelet;
@@ -122,6 +123,7 @@ fn main() {
             Command::VolumePlugin(a) => volume_plugin::run(a).await,
             Command::CreateVolume(a) => provisioner::create(a).await,
             Command::DeleteVolume(a) => provisioner::delete(a).await,
+            Command::Conformance(a) => conformance::run(a, json).await,
         }
     });
     // Dropping the runtime would wait for the proxy's connection tasks; the exit needs no wait.

@@ -78,6 +78,9 @@ fn text(method: &str, body: &[u8], request: bool) -> String {
         "Probe" => csi::ProbeRequest, csi::ProbeResponse;
         "CreateVolume" => csi::CreateVolumeRequest, csi::CreateVolumeResponse;
         "DeleteVolume" => csi::DeleteVolumeRequest, csi::DeleteVolumeResponse;
+        "ControllerPublishVolume" => csi::ControllerPublishVolumeRequest, csi::ControllerPublishVolumeResponse;
+        "ControllerUnpublishVolume" => csi::ControllerUnpublishVolumeRequest, csi::ControllerUnpublishVolumeResponse;
+        "ControllerGetCapabilities" => csi::ControllerGetCapabilitiesRequest, csi::ControllerGetCapabilitiesResponse;
         "ControllerExpandVolume" => csi::ControllerExpandVolumeRequest, csi::ControllerExpandVolumeResponse;
         "NodeStageVolume" => csi::NodeStageVolumeRequest, csi::NodeStageVolumeResponse;
         "NodeUnstageVolume" => csi::NodeUnstageVolumeRequest, csi::NodeUnstageVolumeResponse;
@@ -142,10 +145,7 @@ mod tests {
         frame.extend(&msg);
         let text = request_text("/csi.v1.Node/NodeStageVolume", &frame);
         assert!(text.contains("v1") && !text.contains("hunter2"), "{text}");
-        assert!(
-            request_text("/csi.v1.Controller/ControllerPublishVolume", &frame)
-                .contains("not shown")
-        );
+        assert!(request_text("/csi.v1.Controller/CreateSnapshot", &frame).contains("not shown"));
     }
 
     #[test]

@@ -1,0 +1,300 @@
+//! A volume's life on the node in the kubelet's order and at its paths: filesystem and block,
+//! repeats, read-only, each access mode, mount options, pod info.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::case::{check, fail, End, Outcome};
+use super::ctx::{csi_mode, Ctx, VolumeWish};
+use super::rpc;
+use super::upstream;
+use crate::probe;
+use crate::steps;
+
+/// Fails unless something is mounted at the target: with nothing there the runtime's bind
+/// mount would put the pod's data on the node's own disk.
+fn mounted_at(path: &Path) -> Result<(), End> {
+    match kcsi::is_mount_point(path) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(check(
+            format!(
+                "NodePublishVolume answered OK, but nothing is mounted at {}: the pod would \
+                 write to the node's own disk",
+                path.display()
+            ),
+            upstream::SET_UP,
+        )),
+        Err(e) => Err(fail(upstream::SET_UP)(e)),
+    }
+}
+
+pub async fn filesystem(c: &mut Ctx) -> Outcome {
+    let v = c.volume(&VolumeWish::default()).await?;
+    let path = c.set_up(&v).await?;
+    mounted_at(&path)?;
+    let io = probe::filesystem(&path, false).map_err(fail(upstream::SET_UP))?;
+    c.tear_down(&v).await?;
+    Ok(format!("published at {}; {io}", path.display()))
+}
+
+pub async fn block(c: &mut Ctx) -> Outcome {
+    let wish = VolumeWish {
+        block: true,
+        ..Default::default()
+    };
+    let v = c.volume(&wish).await?;
+    let path = c.set_up(&v).await?;
+    let io = probe::block(&path, false).map_err(fail(upstream::MAP_POD_DEVICE))?;
+    c.tear_down(&v).await?;
+    Ok(io)
+}
+
+pub async fn idempotent(c: &mut Ctx) -> Outcome {
+    let v = c.volume(&VolumeWish::default()).await?;
+    let repeat = |e: End| e.blame(upstream::IDEMPOTENT, "the repeat: ");
+    c.stage(&v).await?;
+    c.stage(&v).await.map_err(repeat)?;
+    let path = c.publish(&v).await?;
+    c.publish(&v).await.map_err(repeat)?;
+    mounted_at(&path)?;
+    probe::filesystem(&path, false).map_err(fail(upstream::IDEMPOTENT))?;
+    let staging = steps::staging_path(c.agent()?, &v).map_err(fail(upstream::MOUNT_DEVICE))?;
+    c.unpublish(&v).await?;
+    rpc::node_unpublish(&c.channel, &v.handle, &path, c.timeout)
+        .await
+        .map_err(fail(upstream::IDEMPOTENT))
+        .map_err(repeat)?;
+    c.unstage(&v).await?;
+    let mut repeated = "NodeStageVolume, NodePublishVolume, NodeUnpublishVolume".to_string();
+    if c.facts.node.stage_unstage {
+        rpc::node_unstage(&c.channel, &v.handle, &staging, c.timeout)
+            .await
+            .map_err(fail(upstream::IDEMPOTENT))
+            .map_err(repeat)?;
+        repeated += ", NodeUnstageVolume";
+    }
+    c.nothing_mounted(upstream::IDEMPOTENT)?;
+    Ok(format!("each answered OK twice: {repeated}"))
+}
+
+pub async fn read_only(c: &mut Ctx) -> Outcome {
+    let wish = VolumeWish {
+        read_only: true,
+        ..Default::default()
+    };
+    let v = c.volume(&wish).await?;
+    let path = c.set_up(&v).await?;
+    mounted_at(&path)?;
+    let io = probe::filesystem(&path, true).map_err(fail(upstream::READ_ONLY))?;
+    c.tear_down(&v).await?;
+    Ok(io)
+}
+
+/// One access mode: set up, the target used as the mode allows, torn down.
+async fn access_mode(c: &mut Ctx, k8s: &'static str, writes: bool) -> Outcome {
+    let wish = VolumeWish {
+        access_mode: k8s,
+        ..Default::default()
+    };
+    let mode = csi_mode(&c.facts, k8s);
+    let v = c.volume(&wish).await?;
+    let prefix = format!("{k8s} as {mode:?}: ");
+    let ended = |e: End| e.blame(upstream::ACCESS_MODE, &prefix);
+    let path = c.set_up(&v).await.map_err(ended)?;
+    mounted_at(&path).map_err(ended)?;
+    let io = if writes {
+        probe::filesystem(&path, false).map_err(fail(upstream::ACCESS_MODE))?
+    } else {
+        std::fs::read_dir(&path)
+            .map(|d| format!("listed {} entries", d.count()))
+            .map_err(|e| {
+                check(
+                    format!("cannot list {}: {e}", path.display()),
+                    upstream::ACCESS_MODE,
+                )
+            })?
+    };
+    c.tear_down(&v).await.map_err(ended)?;
+    Ok(format!("sent as {mode:?}; {io}"))
+}
+
+pub async fn mode_rwo(c: &mut Ctx) -> Outcome {
+    access_mode(c, "ReadWriteOnce", true).await
+}
+
+pub async fn mode_rox(c: &mut Ctx) -> Outcome {
+    access_mode(c, "ReadOnlyMany", false).await
+}
+
+pub async fn mode_rwx(c: &mut Ctx) -> Outcome {
+    access_mode(c, "ReadWriteMany", true).await
+}
+
+pub async fn mode_rwop(c: &mut Ctx) -> Outcome {
+    access_mode(c, "ReadWriteOncePod", true).await
+}
+
+/// What the case sends when the run names no mount option the driver honours.
+const MOUNT_OPTION: &str = "noatime";
+
+pub async fn mount_options(c: &mut Ctx) -> Outcome {
+    let required = c.mount_options.clone();
+    let sent = if required.is_empty() {
+        vec![MOUNT_OPTION.to_string()]
+    } else {
+        required.clone()
+    };
+    let wish = VolumeWish {
+        mount_options: sent.clone(),
+        ..Default::default()
+    };
+    let v = c.volume(&wish).await?;
+    let prefix = format!("with mount_flags {sent:?}: ");
+    let path = c
+        .set_up(&v)
+        .await
+        .map_err(|e| e.blame(upstream::MOUNT_OPTIONS, &prefix))?;
+    mounted_at(&path)?;
+    probe::filesystem(&path, false).map_err(fail(upstream::MOUNT_OPTIONS))?;
+    let options = mount_options_at(&path).map_err(|e| {
+        check(
+            format!("cannot read /proc/self/mountinfo: {e}"),
+            upstream::MOUNT_OPTIONS,
+        )
+    })?;
+    let missing: Vec<&String> = required
+        .iter()
+        .filter(|o| !options.split(',').any(|have| have == o.as_str()))
+        .collect();
+    if !missing.is_empty() {
+        return Err(check(
+            format!(
+                "mount_flags {sent:?} were sent, but {} is mounted with {options} (missing \
+                 {missing:?})",
+                path.display()
+            ),
+            upstream::MOUNT_OPTIONS,
+        ));
+    }
+    c.tear_down(&v).await?;
+    Ok(if required.is_empty() {
+        format!(
+            "mount_flags {sent:?} accepted; the target is mounted with {options} (give \
+             --mount-option to require options in effect)"
+        )
+    } else {
+        format!("the target is mounted with {options}")
+    })
+}
+
+/// The per-mount options of the topmost mount at `path`, from /proc/self/mountinfo.
+fn mount_options_at(path: &Path) -> std::io::Result<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let want = path.display().to_string();
+    text.lines()
+        .rev()
+        .find_map(|line| {
+            let mut f = line.split(' ');
+            let point = f.nth(4)?;
+            let options = f.next()?;
+            (unescape(point) == want).then(|| options.to_string())
+        })
+        .ok_or_else(|| std::io::Error::other(format!("{want} is not in it")))
+}
+
+/// mountinfo's octal escapes (`\040` for a space).
+fn unescape(field: &str) -> String {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+const FS_GROUP: u32 = 4321;
+
+pub async fn fs_group(c: &mut Ctx) -> Outcome {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    c.csidriver(json!({"fsGroupPolicy": "File"}));
+    let wish = VolumeWish {
+        fs_group: Some(FS_GROUP.into()),
+        ..Default::default()
+    };
+    let by_driver = c.facts.node.volume_mount_group;
+    let breaks = if by_driver {
+        upstream::MOUNT_GROUP
+    } else {
+        upstream::FS_GROUP
+    };
+    let v = c.volume(&wish).await?;
+    let path = c.set_up(&v).await?;
+    mounted_at(&path)?;
+    let file = path.join("kcsi-conformance-fsgroup");
+    std::fs::write(&file, b"fsGroup")
+        .map_err(|e| check(format!("cannot write {}: {e}", file.display()), breaks))?;
+    let meta = |p: &Path| {
+        std::fs::metadata(p).map_err(|e| check(format!("cannot stat {}: {e}", p.display()), breaks))
+    };
+    let (root, new) = (meta(&path)?, meta(&file)?);
+    let _ = std::fs::remove_file(&file);
+    let setgid = root.permissions().mode() & 0o2000 != 0;
+    if root.gid() != FS_GROUP || new.gid() != FS_GROUP || !(by_driver || setgid) {
+        return Err(check(
+            format!(
+                "with fsGroup {FS_GROUP} the volume root has gid {} (setgid {setgid}) and a new \
+                 file gid {}",
+                root.gid(),
+                new.gid()
+            ),
+            breaks,
+        ));
+    }
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "root and a new file have gid {FS_GROUP}, {}",
+        if by_driver {
+            "applied by the driver (VOLUME_MOUNT_GROUP)"
+        } else {
+            "the root setgid (the kubelet's chown, which the filesystem kept)"
+        }
+    ))
+}
+
+pub async fn pod_info(c: &mut Ctx) -> Outcome {
+    c.csidriver(json!({"podInfoOnMount": true}));
+    let v = c.volume(&VolumeWish::default()).await?;
+    let path = c
+        .set_up(&v)
+        .await
+        .map_err(|e| e.blame(upstream::POD_INFO, ""))?;
+    mounted_at(&path)?;
+    let io = probe::filesystem(&path, false).map_err(fail(upstream::POD_INFO))?;
+    c.tear_down(&v).await?;
+    Ok(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape(r"/a\040b/c\134d"), "/a b/c\\d");
+        assert_eq!(unescape(r"/plain\04"), r"/plain\04");
+    }
+}

@@ -1,0 +1,442 @@
+//! `kcsi conformance` against the real csi-driver-host-path: every applicable case passes on
+//! the plain driver, with `-enable-attach` and with `-attach-limit`; each case fails, by name,
+//! under a fault that breaks what it checks (through the suite's fault proxy), and hostpath
+//! fails the mount-options case when required to honour an option it drops; a socket that is no CSI driver and a driver that hangs
+//! each get one line; the JUnit file parses (with Python's XML parser) and says the same.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{mounts_below, short_tempdir, unmount_below, DriverProcess};
+use serde_json::Value;
+
+fn kcsi() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kcsi"))
+}
+
+fn run(args: &[&str]) -> Output {
+    kcsi()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kcsi")
+}
+
+/// `kcsi --json conformance --endpoint <driver> <extra...>` with its case dirs in a temp dir
+/// of its own: the exit code and the report, after checking that the driver's dir holds no
+/// mount and that every case dir is gone.
+fn conformance(driver: &DriverProcess, extra: &[&str]) -> (Option<i32>, Value) {
+    let endpoint = format!("unix://{}", driver.endpoint());
+    let mut args = vec!["--json", "conformance", "--endpoint", &endpoint];
+    args.extend(extra);
+    let tmp = CaseDirs(short_tempdir("kcsi-conf"));
+    let out = kcsi()
+        .args(&args)
+        .env("TMPDIR", tmp.0.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kcsi");
+    assert_nothing_left(driver, tmp.0.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON object ({e}): {text}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
+}
+
+/// Case name → verdict.
+fn verdicts(report: &Value) -> BTreeMap<String, String> {
+    report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn case<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no case {name} in {report}"))
+}
+
+/// Every case of `kcsi conformance --list`.
+fn all_cases() -> Vec<String> {
+    let out = run(&["--json", "conformance", "--list"]);
+    assert_eq!(out.status.code(), Some(0));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    list["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The run's temp dir; whatever a failed check finds mounted there is unmounted at the end.
+struct CaseDirs(tempfile::TempDir);
+
+impl Drop for CaseDirs {
+    fn drop(&mut self) {
+        unmount_below(self.0.path());
+    }
+}
+
+/// No mount under the driver's dir or the run's temp dir, and no case dir left in the latter.
+fn assert_nothing_left(driver: &DriverProcess, tmp: &Path) {
+    assert_eq!(mounts_below(driver.dir.path()), Vec::<String>::new());
+    assert_eq!(
+        mounts_below(tmp),
+        Vec::<String>::new(),
+        "mounts left by the cases"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "case dirs left: {left:?}");
+}
+
+/// The cases hostpath lacks the capability for, by driver flags.
+fn skipped_on(flags: &[&str]) -> Vec<&'static str> {
+    let attach = flags.contains(&"-enable-attach");
+    let limit = flags.iter().any(|f| f.starts_with("-attach-limit"));
+    let mut skipped = Vec::new();
+    if !attach {
+        skipped.push("attach.controller-publish");
+    }
+    if !(attach && limit) {
+        skipped.push("attach.limit");
+    }
+    skipped
+}
+
+fn passes_every_applicable_case(flags: &[&str]) {
+    let driver = DriverProcess::hostpath("node-1", flags);
+    let (code, report) = conformance(&driver, &[]);
+    let got = verdicts(&report);
+    let skipped = skipped_on(flags);
+    let want: BTreeMap<String, String> = all_cases()
+        .into_iter()
+        .map(|n| {
+            let v = if skipped.contains(&n.as_str()) {
+                "skip"
+            } else {
+                "pass"
+            };
+            (n, v.to_string())
+        })
+        .collect();
+    assert_eq!(got, want, "{report:#}");
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["ok"], true);
+    for name in skipped {
+        let reason = case(&report, name)["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("PUBLISH_UNPUBLISH_VOLUME") || reason.contains("max_volumes"),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn hostpath_passes_every_applicable_case() {
+    passes_every_applicable_case(&[]);
+}
+
+#[test]
+fn hostpath_with_attach_passes_the_attach_cases_too() {
+    passes_every_applicable_case(&["-enable-attach"]);
+}
+
+#[test]
+fn hostpath_with_an_attach_limit_passes_the_limit_case() {
+    passes_every_applicable_case(&["-enable-attach", "-attach-limit=2"]);
+}
+
+/// (case, driver flags, fault): the fault breaks what the case checks.
+const BROKEN: &[(&str, &[&str], &str)] = &[
+    (
+        "registration.plugin-info",
+        &[],
+        "error:GetPluginInfo:Internal",
+    ),
+    (
+        "registration.node-info",
+        &[],
+        "error:NodeGetInfo@2:Internal",
+    ),
+    (
+        "registration.node-capabilities",
+        &[],
+        "error:NodeGetCapabilities@2:Unavailable",
+    ),
+    ("volume.filesystem", &[], "error:NodePublishVolume:Internal"),
+    ("volume.block", &[], "error:NodeUnpublishVolume:Internal"),
+    (
+        "volume.idempotent",
+        &[],
+        "error:NodeUnpublishVolume@2:NotFound",
+    ),
+    ("volume.read-only", &[], "error:NodePublishVolume:Internal"),
+    (
+        "volume.access-mode.rwo",
+        &[],
+        "error:NodeStageVolume:InvalidArgument",
+    ),
+    (
+        "volume.access-mode.rox",
+        &[],
+        "error:NodePublishVolume:InvalidArgument",
+    ),
+    (
+        "volume.access-mode.rwx",
+        &[],
+        "error:NodeStageVolume:InvalidArgument",
+    ),
+    (
+        "volume.access-mode.rwop",
+        &[],
+        "error:NodePublishVolume:InvalidArgument",
+    ),
+    (
+        "volume.mount-options",
+        &[],
+        "error:NodePublishVolume:InvalidArgument",
+    ),
+    (
+        "volume.fs-group",
+        &[],
+        "error:NodePublishVolume:PermissionDenied",
+    ),
+    (
+        "volume.pod-info",
+        &[],
+        "error:NodePublishVolume:InvalidArgument",
+    ),
+    ("stats.usage", &[], "error:NodeGetVolumeStats:Internal"),
+    ("stats.condition", &[], "error:NodeGetVolumeStats:Internal"),
+    ("expand.online", &[], "error:NodeExpandVolume:Internal"),
+    (
+        "attach.controller-publish",
+        &["-enable-attach"],
+        "error:ControllerUnpublishVolume@2:NotFound",
+    ),
+    (
+        "attach.limit",
+        &["-enable-attach", "-attach-limit=2"],
+        "error:ControllerPublishVolume@3:Internal",
+    ),
+    (
+        "crash.uncertain-stage",
+        &[],
+        "error:NodeStageVolume@2:AlreadyExists",
+    ),
+    (
+        "crash.uncertain-publish",
+        &[],
+        "error:NodePublishVolume@2:AlreadyExists",
+    ),
+    ("crash.reconstruct", &[], "error:NodeUnstageVolume:Internal"),
+];
+
+fn fails_under_a_fault(name: &str, flags: &[&str], fault: &str) {
+    let driver = DriverProcess::hostpath("node-1", flags);
+    let (code, report) = conformance(&driver, &["--case", name, "--fault", fault]);
+    assert_eq!(verdicts(&report).len(), 1, "{report:#}");
+    let c = case(&report, name);
+    assert_eq!(c["verdict"], "fail", "{fault}: {report:#}");
+    assert_eq!(code, Some(1), "{report:#}");
+    let failure = &c["failure"];
+    assert!(
+        failure["breaks"].as_str().unwrap().contains(".go"),
+        "cites upstream: {failure}"
+    );
+    assert!(
+        failure["request"].is_string() && failure["answer"].is_string(),
+        "{failure}"
+    );
+}
+
+#[test]
+fn each_case_fails_by_name_under_a_fault_that_breaks_it() {
+    let mut covered: Vec<&str> = BROKEN.iter().map(|b| b.0).collect();
+    covered.sort();
+    let mut all = all_cases();
+    all.sort();
+    assert_eq!(covered, all, "every case has a fault that breaks it");
+    for (name, flags, fault) in BROKEN {
+        fails_under_a_fault(name, flags, fault);
+    }
+}
+
+#[test]
+fn a_required_mount_option_the_driver_drops_fails_the_mount_options_case() {
+    // hostpath v1.18 bind-mounts without the mount_flags it is sent (nodeserver.go
+    // NodePublishVolume only logs them): required with --mount-option, noatime is missing.
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let (code, report) = conformance(
+        &driver,
+        &[
+            "--case",
+            "volume.mount-options",
+            "--mount-option",
+            "noatime",
+        ],
+    );
+    let c = case(&report, "volume.mount-options");
+    assert_eq!(c["verdict"], "fail", "{report:#}");
+    assert_eq!(code, Some(1));
+    let what = c["failure"]["what"].as_str().unwrap();
+    assert!(what.contains("(missing [\"noatime\"])"), "{what}");
+}
+
+#[test]
+fn junit_names_every_case_and_its_failure() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let dir = short_tempdir("kcsi-junit");
+    let file = dir.path().join("junit.xml");
+    let file_arg = file.display().to_string();
+    let (code, report) = conformance(
+        &driver,
+        &[
+            "--case",
+            "registration",
+            "--case",
+            "attach",
+            "--fault",
+            "error:NodeGetInfo@2:Internal",
+            "--junit",
+            &file_arg,
+        ],
+    );
+    assert_eq!(code, Some(1), "{report:#}");
+    // Python's XML parser is the oracle: the file parses, and says what --json says.
+    let py = r#"
+import sys, xml.etree.ElementTree as ET
+suite = ET.parse(sys.argv[1]).getroot().find('testsuite')
+for t in suite.iter('testcase'):
+    v = 'fail' if t.find('failure') is not None else 'skip' if t.find('skipped') is not None else 'pass'
+    print(t.get('name'), v)
+print('counts', suite.get('tests'), suite.get('failures'), suite.get('skipped'))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", py, &file_arg])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut got: Vec<&str> = text.lines().collect();
+    got.sort();
+    let mut want: Vec<String> = verdicts(&report)
+        .iter()
+        .map(|(n, v)| format!("{n} {v}"))
+        .collect();
+    want.push("counts 5 1 2".into());
+    want.sort();
+    assert_eq!(got, want);
+}
+
+fn one_line_within(args: &[&str], deadline: Duration) -> (Option<i32>, String) {
+    let mut child = kcsi()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            panic!("kcsi conformance still runs after {deadline:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.trim().lines().count(), 1, "one line on stderr: {err}");
+    (out.status.code(), err)
+}
+
+#[test]
+fn a_socket_that_is_no_csi_driver_gets_one_line() {
+    let dir = short_tempdir("kcsi-notcsi");
+    let socket = dir.path().join("not-csi.sock");
+    // Accepts connections (the kernel's backlog) and never answers.
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let endpoint = socket.display().to_string();
+    let (code, err) = one_line_within(
+        &["conformance", "--endpoint", &endpoint, "--timeout", "1"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("does not answer as a CSI driver must: GetPluginInfo"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_driver_that_hangs_gets_one_line() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let dir = short_tempdir("kcsi-hang");
+    let socket = dir.path().join("hang.sock");
+    let mut proxy = kcsi()
+        .args(["fault-proxy", "--listen"])
+        .arg(&socket)
+        .arg("--upstream")
+        .arg(driver.endpoint())
+        .args(["--fault", "hang:NodeGetInfo", "--every"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_for("fault proxy socket", Duration::from_secs(20), || {
+        socket.exists()
+    });
+    let endpoint = socket.display().to_string();
+    let (code, err) = one_line_within(
+        &["conformance", "--endpoint", &endpoint, "--timeout", "1"],
+        Duration::from_secs(60),
+    );
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert_eq!(code, Some(1));
+    assert!(err.contains("NodeGetInfo"), "{err}");
+}
+
+#[test]
+fn a_pattern_that_matches_no_case_is_bad_input() {
+    let out = run(&[
+        "conformance",
+        "--endpoint",
+        "/nonexistent.sock",
+        "--case",
+        "no-such-case",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"no-such-case\" matches no case"), "{err}");
+}
