@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet bench-runtime fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet bench-runtime bench-conformance fuzz install clean
 
 all: build
 
@@ -109,6 +109,11 @@ bench-fleet: build
 ## spread and the plugin's own share. Set-up as the runtime suite (scripts/runtime-env.sh).
 bench-runtime:
 	scripts/bench-runtime.sh
+
+## bench-conformance: `kcsi conformance` (every case) against the real hostpath driver, plain and
+## with an attach limit, timed next to csi-sanity's Node suite on the same driver.
+bench-conformance: build peers
+	scripts/bench-conformance.sh
 
 ## fuzz: libFuzzer + ASAN over the C API's JSON and string entry points (FUZZ_SECONDS per
 ## target, default 3; `make test` runs it at the default); see scripts/fuzz.sh.

@@ -377,7 +377,7 @@ impl CsiClient {
             )
             .await
             .map_err(mark_in_progress)?;
-        let caps = parse_capabilities(&resp);
+        let caps = NodeCapabilities::from_response(&resp);
         let generation = self.inner.connections.load(Ordering::SeqCst);
         *self.inner.caps.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, caps));
         Ok(caps)
@@ -588,25 +588,28 @@ fn source_chain(status: &Status) -> String {
     parts.join(": ")
 }
 
-fn parse_capabilities(resp: &csi::NodeGetCapabilitiesResponse) -> NodeCapabilities {
-    use csi::node_service_capability::rpc::Type;
-    use csi::node_service_capability::Type as Cap;
-    let mut caps = NodeCapabilities::default();
-    for cap in &resp.capabilities {
-        let Some(Cap::Rpc(rpc)) = &cap.r#type else {
-            continue;
-        };
-        match Type::try_from(rpc.r#type) {
-            Ok(Type::StageUnstageVolume) => caps.stage_unstage = true,
-            Ok(Type::GetVolumeStats) => caps.get_volume_stats = true,
-            Ok(Type::ExpandVolume) => caps.expand_volume = true,
-            Ok(Type::VolumeCondition) => caps.volume_condition = true,
-            Ok(Type::SingleNodeMultiWriter) => caps.single_node_multi_writer = true,
-            Ok(Type::VolumeMountGroup) => caps.volume_mount_group = true,
-            _ => {}
+impl NodeCapabilities {
+    /// The capabilities a NodeGetCapabilities answer lists (unknown ones ignored).
+    pub fn from_response(resp: &csi::NodeGetCapabilitiesResponse) -> NodeCapabilities {
+        use csi::node_service_capability::rpc::Type;
+        use csi::node_service_capability::Type as Cap;
+        let mut caps = NodeCapabilities::default();
+        for cap in &resp.capabilities {
+            let Some(Cap::Rpc(rpc)) = &cap.r#type else {
+                continue;
+            };
+            match Type::try_from(rpc.r#type) {
+                Ok(Type::StageUnstageVolume) => caps.stage_unstage = true,
+                Ok(Type::GetVolumeStats) => caps.get_volume_stats = true,
+                Ok(Type::ExpandVolume) => caps.expand_volume = true,
+                Ok(Type::VolumeCondition) => caps.volume_condition = true,
+                Ok(Type::SingleNodeMultiWriter) => caps.single_node_multi_writer = true,
+                Ok(Type::VolumeMountGroup) => caps.volume_mount_group = true,
+                _ => {}
+            }
         }
+        caps
     }
-    caps
 }
 
 /// A failed stage/publish/expand is uncertain when the driver may still be working on it, as

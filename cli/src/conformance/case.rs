@@ -163,7 +163,8 @@ pub const CASES: &[Case] = &[
     case!(
         "volume.mount-options",
         volume::mount_options,
-        "the PV's mountOptions (noatime) are in effect on the target mount"
+        "the PV's mountOptions reach the driver as mount_flags and it publishes a usable \
+         volume; each option given with --mount-option must be in effect on the target"
     ),
     case!(
         "volume.fs-group",
@@ -187,8 +188,8 @@ pub const CASES: &[Case] = &[
     case!(
         "stats.condition",
         stats::condition,
-        "with VOLUME_CONDITION, NodeGetVolumeStats reports a volume condition, and a healthy \
-         volume is not abnormal"
+        "with VOLUME_CONDITION, NodeGetVolumeStats of a published volume reports a volume \
+         condition (shown in the note)"
     ),
     case!(
         "expand.online",

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use kcsi::proto::csi;
 use kcsi::proto::csi::controller_client::ControllerClient;
-use kcsi::proto::csi::identity_client::IdentityClient;
 use kcsi::proto::csi::node_client::NodeClient;
 use kcsi::NodeCapabilities;
 use tonic::transport::Channel;
@@ -57,7 +56,7 @@ impl Facts {
 /// Asks GetPluginInfo, GetPluginCapabilities, ControllerGetCapabilities (with a Controller
 /// service), NodeGetCapabilities and NodeGetInfo, each within `timeout`.
 pub async fn gather(ch: &Channel, timeout: Duration) -> kcsi::Result<Facts> {
-    let (driver, vendor_version) = identity(ch, timeout).await?;
+    let (driver, vendor_version) = driver::plugin_info(ch, timeout).await?;
     let controller = driver::has_controller(ch, timeout).await?;
     let (mut create_delete, mut publish_unpublish, mut controller_expand) = (false, false, false);
     if controller {
@@ -105,21 +104,7 @@ pub async fn gather(ch: &Channel, timeout: Duration) -> kcsi::Result<Facts> {
     })
 }
 
-/// GetPluginInfo as it came: the name may be empty (a case judges it, not this call).
-pub async fn identity(ch: &Channel, timeout: Duration) -> kcsi::Result<(String, String)> {
-    let mut c = IdentityClient::new(ch.clone());
-    let resp = within(
-        "GetPluginInfo",
-        timeout,
-        c.get_plugin_info(request(csi::GetPluginInfoRequest {}, timeout)),
-    )
-    .await?;
-    Ok((resp.name, resp.vendor_version))
-}
-
 pub async fn node_capabilities(ch: &Channel, timeout: Duration) -> kcsi::Result<NodeCapabilities> {
-    use csi::node_service_capability::rpc::Type;
-    use csi::node_service_capability::Type as Cap;
     let mut n = NodeClient::new(ch.clone());
     let resp = within(
         "NodeGetCapabilities",
@@ -127,20 +112,5 @@ pub async fn node_capabilities(ch: &Channel, timeout: Duration) -> kcsi::Result<
         n.node_get_capabilities(request(csi::NodeGetCapabilitiesRequest {}, timeout)),
     )
     .await?;
-    let mut caps = NodeCapabilities::default();
-    for cap in &resp.capabilities {
-        let Some(Cap::Rpc(rpc)) = &cap.r#type else {
-            continue;
-        };
-        match Type::try_from(rpc.r#type) {
-            Ok(Type::StageUnstageVolume) => caps.stage_unstage = true,
-            Ok(Type::GetVolumeStats) => caps.get_volume_stats = true,
-            Ok(Type::ExpandVolume) => caps.expand_volume = true,
-            Ok(Type::VolumeCondition) => caps.volume_condition = true,
-            Ok(Type::SingleNodeMultiWriter) => caps.single_node_multi_writer = true,
-            Ok(Type::VolumeMountGroup) => caps.volume_mount_group = true,
-            _ => {}
-        }
-    }
-    Ok(caps)
+    Ok(NodeCapabilities::from_response(&resp))
 }

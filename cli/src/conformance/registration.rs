@@ -6,7 +6,7 @@ use super::facts;
 use super::upstream;
 
 pub async fn plugin_info(c: &mut Ctx) -> Outcome {
-    let (name, version) = facts::identity(&c.channel, c.timeout)
+    let (name, version) = crate::driver::plugin_info(&c.channel, c.timeout)
         .await
         .map_err(fail(upstream::PLUGIN_INFO))?;
     if version.is_empty() {
