@@ -4,8 +4,7 @@
 //! fails the mount-options case when required to honour an option it drops; a socket that is no CSI driver and a driver that hangs
 //! each get one line; the JUnit file parses (with Python's XML parser) and says the same.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use kcsi_testkit as common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -162,23 +162,24 @@ impl Ctx {
     /// A kcsi host on this case's root, with the CSIDriver stand-in and the volume health
     /// gate on (so the driver's volume condition is read, as with CSIVolumeHealth).
     pub fn start_host(&self) -> Result<NodeAgent, End> {
-        let config = json!({
-            "nodeName": self.node_name,
-            "rootDir": self.root,
-            "timeoutSeconds": self.timeout.as_secs_f64(),
-            "csiDrivers": [self.csidriver],
-            "featureGates": {"CSIVolumeHealth": true},
-        });
-        HostConfig::from_json(&config.to_string())
-            .and_then(NodeAgent::new)
-            .map_err(|e| {
-                End::Fail(Failure {
-                    what: format!("kcsi cannot start its host: {}", e.message()),
-                    breaks: upstream::REGISTER,
-                })
+        let fail = |what: String| {
+            End::Fail(Failure {
+                what: format!("kcsi cannot start its host: {what}"),
+                breaks: upstream::REGISTER,
             })
+        };
+        let csidriver = serde_json::from_value(self.csidriver.clone())
+            .map_err(|e| fail(format!("the CSIDriver stand-in is not valid: {e}")))?;
+        HostConfig {
+            timeout: self.timeout,
+            csi_drivers: vec![csidriver],
+            feature_gates: [("CSIVolumeHealth".to_string(), true)].into(),
+            ..HostConfig::node(self.node_name.clone(), self.root.clone())
+        }
+        .check()
+        .and_then(NodeAgent::new)
+        .map_err(|e| fail(e.message().to_string()))
     }
-
     /// RegisterPlugin of the driver at this case's proxy: its node info.
     pub async fn register(&self, agent: &NodeAgent) -> Result<kcsi::NodeInfo, End> {
         let versions: Vec<String> = REGISTRAR_VERSIONS.iter().map(|v| v.to_string()).collect();
