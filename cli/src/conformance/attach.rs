@@ -3,8 +3,8 @@
 
 use super::case::{check, fail, End, Outcome};
 use super::ctx::{csi_mode, Ctx, VolumeWish};
-use super::rpc;
 use super::upstream;
+use crate::driver;
 
 /// More than this many volumes is too slow to make for one case.
 const MAX_LIMIT: i64 = 16;
@@ -24,13 +24,19 @@ pub async fn controller_publish(c: &mut Ctx) -> Outcome {
     let wish = VolumeWish::default();
     // Attached once on the way (ControllerPublishVolume to NodeGetInfo's node ID).
     let v = c.volume(&wish).await?;
-    let cap = rpc::capability(false, csi_mode(&c.facts, wish.access_mode));
-    let context = rpc::controller_publish(
+    let context = driver::controller_publish(
         &c.channel,
-        &v.handle,
-        &c.facts.node_id,
-        cap,
-        false,
+        driver::Publish {
+            volume_id: &v.handle,
+            node_id: &c.facts.node_id,
+            block: false,
+            fs_type: "",
+            mount_flags: Vec::new(),
+            access_mode: csi_mode(&c.facts, wish.access_mode),
+            read_only: false,
+            volume_context: Default::default(),
+            secrets: Default::default(),
+        },
         c.timeout,
     )
     .await
@@ -39,11 +45,15 @@ pub async fn controller_publish(c: &mut Ctx) -> Outcome {
     let path = c.set_up(&v).await?;
     c.tear_down(&v).await?;
     for n in ["", "the repeated "] {
-        rpc::controller_unpublish(&c.channel, &v.handle, &c.facts.node_id, c.timeout)
-            .await
-            .map_err(|e| {
-                fail(upstream::DETACH)(e.context(format!("{n}ControllerUnpublishVolume")))
-            })?;
+        driver::controller_unpublish(
+            &c.channel,
+            &v.handle,
+            &c.facts.node_id,
+            Default::default(),
+            c.timeout,
+        )
+        .await
+        .map_err(|e| fail(upstream::DETACH)(e.context(format!("{n}ControllerUnpublishVolume"))))?;
     }
     c.forget_attached(&v.handle);
     Ok(format!(
@@ -75,14 +85,20 @@ pub async fn limit(c: &mut Ctx) -> Outcome {
         ..Default::default()
     };
     let extra = c.volume(&wish).await?;
-    let cap = rpc::capability(false, csi_mode(&c.facts, wish.access_mode));
     c.attached(&extra.handle);
-    match rpc::controller_publish(
+    match driver::controller_publish(
         &c.channel,
-        &extra.handle,
-        &c.facts.node_id,
-        cap,
-        false,
+        driver::Publish {
+            volume_id: &extra.handle,
+            node_id: &c.facts.node_id,
+            block: false,
+            fs_type: "",
+            mount_flags: Vec::new(),
+            access_mode: csi_mode(&c.facts, wish.access_mode),
+            read_only: false,
+            volume_context: Default::default(),
+            secrets: Default::default(),
+        },
         c.timeout,
     )
     .await

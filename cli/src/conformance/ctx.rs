@@ -16,7 +16,6 @@ use tonic::transport::Channel;
 
 use super::case::{fail, End, Failure};
 use super::facts::Facts;
-use super::rpc;
 use super::upstream;
 use crate::args::VolumeArgs;
 use crate::driver::{self, NewVolume};
@@ -235,6 +234,7 @@ impl Ctx {
             access_mode: mode,
             parameters: Default::default(),
             secrets: Default::default(),
+            topology: None,
         };
         let created = match driver::create_volume(&self.channel, request, self.timeout).await {
             Ok(v) => v,
@@ -252,15 +252,21 @@ impl Ctx {
         self.created.push(created.volume_id.clone());
         let mut publish_context = Vec::new();
         if self.facts.publish_unpublish && w.attach {
-            let cap = rpc::capability(w.block, mode);
             let node_id = self.facts.node_id.clone();
             self.attached.push(created.volume_id.clone());
-            let context = rpc::controller_publish(
+            let context = driver::controller_publish(
                 &self.channel,
-                &created.volume_id,
-                &node_id,
-                cap,
-                w.read_only,
+                driver::Publish {
+                    volume_id: &created.volume_id,
+                    node_id: &node_id,
+                    block: w.block,
+                    fs_type: "",
+                    mount_flags: Vec::new(),
+                    access_mode: mode,
+                    read_only: w.read_only,
+                    volume_context: Default::default(),
+                    secrets: Default::default(),
+                },
                 self.timeout,
             )
             .await
@@ -424,8 +430,14 @@ impl Ctx {
         }
         let left = unmount_below(&self.root);
         for id in self.attached.drain(..).rev() {
-            let _ = rpc::controller_unpublish(&self.direct, &id, &self.facts.node_id, self.timeout)
-                .await;
+            let _ = driver::controller_unpublish(
+                &self.direct,
+                &id,
+                &self.facts.node_id,
+                Default::default(),
+                self.timeout,
+            )
+            .await;
         }
         for id in self.created.drain(..).rev() {
             let _ =
