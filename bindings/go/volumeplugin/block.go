@@ -12,6 +12,7 @@ import (
 )
 
 type blockMapper struct {
+	p     *Plugin
 	m     *kcsi.BlockMapper
 	spec  *volume.Spec
 	paths kcsi.BlockPaths
@@ -30,7 +31,7 @@ func (p *Plugin) NewBlockVolumeMapper(spec *volume.Spec, pod *v1.Pod) (volume.Bl
 	if err != nil {
 		return nil, err
 	}
-	return &blockMapper{m: m, spec: spec, paths: *paths}, nil
+	return &blockMapper{p: p, m: m, spec: spec, paths: *paths}, nil
 }
 
 func (b *blockMapper) GetGlobalMapPath(*volume.Spec) (string, error) {
@@ -52,6 +53,7 @@ func (b *blockMapper) GetMetrics() (*volume.Metrics, error) {
 
 // SetUpDevice stages the volume with block access; "" when the driver does not stage.
 func (b *blockMapper) SetUpDevice() (string, error) {
+	b.p.claimStaged(blockStagedKey(b.spec.Name()))
 	path, err := b.m.SetUpDevice(context.Background())
 	return path, kubeletError(err)
 }
@@ -63,6 +65,8 @@ func (b *blockMapper) MapPodDevice() (string, error) {
 }
 
 type blockUnmapper struct {
+	p             *Plugin
+	name          string
 	u             *kcsi.BlockUnmapper
 	globalMapPath string
 	podMapPath    string
@@ -87,6 +91,8 @@ func (p *Plugin) NewBlockVolumeUnmapper(name string, podUID types.UID) (volume.B
 	// The same paths the mapper reports, from the VolumeHost as upstream composes them.
 	escaped := utilstrings.EscapeQualifiedName(name)
 	return &blockUnmapper{
+		p:             p,
+		name:          name,
 		u:             u,
 		globalMapPath: filepath.Join(p.host.GetVolumeDevicePluginDir(PluginName), escaped, "dev"),
 		podMapPath:    p.host.GetPodVolumeDeviceDir(podUID, utilstrings.EscapeQualifiedName(PluginName)),
@@ -112,5 +118,6 @@ func (b *blockUnmapper) UnmapPodDevice() error {
 
 // TearDownDevice unstages the volume (NodeUnstageVolume) and removes its leftover files.
 func (b *blockUnmapper) TearDownDevice(mapPath, devicePath string) error {
+	b.p.claimStaged(blockStagedKey(b.name))
 	return kubeletError(b.u.TearDownDevice(context.Background(), mapPath, devicePath))
 }

@@ -40,4 +40,8 @@
 //     with a 500 ms to 7 s backoff. On a kubelet Attach and Detach fail, as upstream's, and
 //     VolumesAreAttached checks each VolumeAttachment once.
 //   - GetDeviceMountRefs asks the VolumeHost's mounter, as upstream does.
+//   - On a kubelet, a volume staged before Init that no pod uses (the kubelet was killed
+//     between NodeUnpublishVolume and NodeUnstageVolume, kubernetes/kubernetes#85476) is
+//     unstaged once no pod bound to the node has referenced it for Config.OrphanGracePeriod;
+//     upstream's plugin leaves it staged (orphans.go, docs/crash-safety.md).
 package volumeplugin

@@ -148,9 +148,17 @@ func newEnvIn(t testing.TB, c *cluster, driverFlags ...string) *env {
 	if c != nil {
 		cfg, client = Config{Kubeconfig: c.kubeconfig}, c.client
 	}
+	e.startPlugin(t, cfg, client)
+	return e
+}
+
+// startPlugin makes e.plugin a new plugin with cfg on e's root, as a (re)started kubelet does:
+// Init on a kubelet VolumeHost with client, then the driver's registration.
+func (e *env) startPlugin(t testing.TB, cfg Config, client clientset.Interface) {
+	t.Helper()
 	e.plugin = New(cfg)
 	t.Cleanup(e.plugin.Close)
-	e.host = volumetest.NewFakeKubeletVolumeHostWithCSINodeName(asT(t), root, client, []volume.VolumePlugin{e.plugin}, nodeName, nil, nil)
+	e.host = volumetest.NewFakeKubeletVolumeHostWithCSINodeName(asT(t), e.root, client, []volume.VolumePlugin{e.plugin}, nodeName, nil, nil)
 	h := e.plugin.RegistrationHandler()
 	if err := h.ValidatePlugin(driverName, e.socket, []string{"1.0.0"}); err != nil {
 		t.Fatal(err)
@@ -159,7 +167,6 @@ func newEnvIn(t testing.TB, c *cluster, driverFlags ...string) *env {
 	if err := h.RegisterPlugin(driverName, e.socket, []string{"1.0.0"}, &timeout); err != nil {
 		t.Fatal(err)
 	}
-	return e
 }
 
 // asT is t for volumetest's constructors, which take a *testing.T: a benchmark's failures

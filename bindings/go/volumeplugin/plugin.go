@@ -44,6 +44,10 @@ type Config struct {
 	// reads that informer's lister, instead of listing and watching them itself: one watch
 	// fewer per node. Needs a kubelet VolumeHost with an API client.
 	CSIDriversFromVolumeHost bool
+	// OrphanGracePeriod: how long a volume staged before Init must stay unused by every pod
+	// bound to the node before kcsi unstages it (kubernetes/kubernetes#85476; see orphans.go).
+	// Zero means 30 s; negative turns this off.
+	OrphanGracePeriod time.Duration
 }
 
 // Plugin is kcsi as the kubernetes.io/csi volume plugin. Create it with New, hand it to the
@@ -54,6 +58,7 @@ type Plugin struct {
 	kcsi atomic.Pointer[kcsi.Host]
 	// controller: Init got the attach/detach controller's host (no node, no pods dir).
 	controller bool
+	orphans    atomic.Pointer[orphans]
 	inited     atomic.Bool
 
 	// mu guards what follows: making kcsi's host, which Init may leave to later.
@@ -207,6 +212,9 @@ func (p *Plugin) makeHost() error {
 		kvh.SetKubeletError(errors.New("CSINode is not yet initialized"))
 	}
 	p.kcsi.Store(h)
+	if !p.controller {
+		p.orphans.Store(startOrphans(p.cfg, h, host, p.stop))
+	}
 	addLegacyHost(h)
 	if csiNode {
 		go p.reportCSINode(h, kvh)

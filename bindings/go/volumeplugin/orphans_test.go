@@ -1,0 +1,383 @@
+package volumeplugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/volume"
+)
+
+// Volumes a killed kubelet left staged (kubernetes/kubernetes#85476), against the real hostpath
+// driver and a real kube-apiserver. Every volume is staged, published and unpublished for real
+// by one plugin instance; that instance is closed and a new one on the same root plays the
+// restarted kubelet. The oracles are the driver's own log of its gRPC calls and its state
+// file, the directories on disk and the mount table as the tests read it, never kcsi's
+// answers. Each case that expects a volume to stay also has a control volume no pod uses and
+// waits for it to be unstaged first, so the cleaner has provably looked (for longer than the
+// grace period) at the volume that stayed.
+
+const orphanGrace = time.Second
+
+func TestAfterAKubeletRestart(t *testing.T) {
+	needsRoot(t)
+	c := startCluster(t)
+	ctx := context.Background()
+	// The fake volume host waits for kcsi's CSINode start-up, which needs the Node; staging
+	// reads attachRequired from the CSIDriver.
+	if _, err := c.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.StorageV1().CSIDrivers().Create(ctx, hostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("filesystem and block volumes staged but no longer published, which no pod uses, are unstaged", func(t *testing.T) {
+		e := newEnvIn(t, c)
+		vols := []*stagedVolume{e.stage(t, "orphan-fs", false), e.stage(t, "orphan-block", true)}
+		for _, v := range vols {
+			e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000001")
+			e.unpublish(t, v)
+			if got := e.driverStaged(t, v.handle); len(got) != 1 || got[0] != v.staging {
+				t.Fatalf("%s: the driver records it staged at %v, want %s", v.name, got, v.staging)
+			}
+		}
+		e.restartKubelet(t, c)
+		for _, v := range vols {
+			e.waitUnstaged(t, v)
+			if got := e.driverStaged(t, v.handle); len(got) != 0 {
+				t.Errorf("%s: the driver still records it staged at %v", v.name, got)
+			}
+			if _, err := os.Stat(v.staging); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: %s is still there: %v", v.name, v.staging, err)
+			}
+		}
+		for _, p := range mountPoints(t) {
+			if strings.HasPrefix(p, e.root+"/") {
+				t.Errorf("%s is still mounted", p)
+			}
+		}
+	})
+
+	t.Run("a volume a pod bound to the node references is never unstaged until the pod is gone", func(t *testing.T) {
+		e := newEnvIn(t, c)
+		used := []*stagedVolume{e.stage(t, "used-fs", false), e.stage(t, "used-block", true)}
+		control := e.stage(t, "control-fs", false)
+		for _, v := range append(used, control) {
+			e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000002")
+			e.unpublish(t, v)
+		}
+		pod := podUsing(t, c, used)
+		e.restartKubelet(t, c)
+		e.waitUnstaged(t, control)
+		time.Sleep(2 * orphanGrace)
+		for _, v := range used {
+			if n := len(e.unstageCalls(t, v)); n != 0 {
+				t.Errorf("%s: NodeUnstageVolume called %d times while pod %s references it", v.name, n, pod.Name)
+			}
+			if _, err := os.Stat(v.staging); err != nil {
+				t.Errorf("%s: %v", v.name, err)
+			}
+		}
+		zero := int64(0)
+		if err := c.client.CoreV1().Pods(pod.Namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range used {
+			e.waitUnstaged(t, v)
+		}
+	})
+
+	t.Run("a volume still published to a pod dir is never unstaged", func(t *testing.T) {
+		e := newEnvIn(t, c)
+		published := []*stagedVolume{e.stage(t, "published-fs", false), e.stage(t, "published-block", true)}
+		control := e.stage(t, "control-fs", false)
+		for _, v := range published {
+			e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000003")
+		}
+		e.publish(t, control, "aaaaaaaa-0000-0000-0000-000000000003")
+		e.unpublish(t, control)
+		e.restartKubelet(t, c)
+		e.waitUnstaged(t, control)
+		time.Sleep(2 * orphanGrace)
+		for _, v := range published {
+			if n := len(e.unstageCalls(t, v)); n != 0 {
+				t.Errorf("%s: NodeUnstageVolume called %d times while it is published", v.name, n)
+			}
+			if !isMountPoint(t, v.published) {
+				t.Errorf("%s: %s is no longer mounted", v.name, v.published)
+			}
+		}
+	})
+
+	t.Run("a volume the restarted kubelet stages again is left to the kubelet", func(t *testing.T) {
+		e := newEnvIn(t, c)
+		again := []*stagedVolume{e.stage(t, "again-fs", false), e.stage(t, "again-block", true)}
+		control := e.stage(t, "control-fs", false)
+		for _, v := range append(again, control) {
+			e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000004")
+			e.unpublish(t, v)
+		}
+		e.restartKubelet(t, c)
+		// No pod in the API server references them: the kubelet's own MountDevice (SetUpDevice)
+		// is all that makes them its own, as between a new pod's staging and its publishing.
+		for _, v := range again {
+			e.stageAgain(t, v)
+		}
+		e.waitUnstaged(t, control)
+		time.Sleep(2 * orphanGrace)
+		for _, v := range again {
+			if n := len(e.unstageCalls(t, v)); n != 0 {
+				t.Errorf("%s: NodeUnstageVolume called %d times after the kubelet staged it again", v.name, n)
+			}
+		}
+	})
+}
+
+// stagedVolume is a volume made in the driver and staged by the plugin.
+type stagedVolume struct {
+	name, handle string
+	block        bool
+	spec         *volume.Spec
+	staging      string // the global mount path, or the block staging path
+	pod          *v1.Pod
+	published    string
+}
+
+func (e *env) stage(t *testing.T, name string, block bool) *stagedVolume {
+	t.Helper()
+	v := &stagedVolume{name: name, block: block, handle: e.createVolume(t, name, block)}
+	v.spec = pvSpec(name, v.handle, block)
+	e.stageAgain(t, v)
+	return v
+}
+
+// stageAgain is the kubelet's MountDevice (SetUpDevice for block) of v.
+func (e *env) stageAgain(t *testing.T, v *stagedVolume) {
+	t.Helper()
+	if v.block {
+		bm, err := e.plugin.NewBlockVolumeMapper(v.spec, testPod("aaaaaaaa-0000-0000-0000-00000000ffff"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.staging, err = bm.(volume.CustomBlockVolumeMapper).SetUpDevice(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	a, err := e.plugin.NewDeviceMounter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.staging, err = a.GetDeviceMountPath(v.spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.MountDevice(v.spec, "", v.staging, volume.DeviceMounterArgs{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publish is the kubelet's SetUp (MapPodDevice) of v in a pod with uid.
+func (e *env) publish(t *testing.T, v *stagedVolume, uid string) {
+	t.Helper()
+	v.pod = testPod(uid)
+	if v.block {
+		bm, err := e.plugin.NewBlockVolumeMapper(v.spec, v.pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.published, err = bm.(volume.CustomBlockVolumeMapper).MapPodDevice(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		m, err := e.plugin.NewMounter(v.spec, v.pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetUp(volume.MounterArgs{}); err != nil {
+			t.Fatal(err)
+		}
+		v.published = m.GetPath()
+	}
+	if !isMountPoint(t, v.published) {
+		t.Fatalf("%s: %s is not mounted after publishing", v.name, v.published)
+	}
+}
+
+// unpublish is the kubelet's TearDown (UnmapPodDevice) of v.
+func (e *env) unpublish(t *testing.T, v *stagedVolume) {
+	t.Helper()
+	if v.block {
+		bu, err := e.plugin.NewBlockVolumeUnmapper(v.name, v.pod.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bu.(volume.CustomBlockVolumeUnmapper).UnmapPodDevice(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		u, err := e.plugin.NewUnmounter(v.name, v.pod.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := u.TearDown(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if isMountPoint(t, v.published) {
+		t.Fatalf("%s: %s is still mounted after unpublishing", v.name, v.published)
+	}
+	if n := len(e.unstageCalls(t, v)); n != 0 {
+		t.Fatalf("%s: NodeUnstageVolume called %d times before the restart", v.name, n)
+	}
+}
+
+// restartKubelet closes the plugin (the kubelet was killed) and starts a new one on the same
+// root, with the API server, the way a restarted kubelet does.
+func (e *env) restartKubelet(t *testing.T, c *cluster) {
+	t.Helper()
+	e.plugin.Close()
+	e.startPlugin(t, Config{Kubeconfig: c.kubeconfig, OrphanGracePeriod: orphanGrace}, c.client)
+}
+
+// podUsing creates, in the API server, a PersistentVolume and a bound claim for each of vols,
+// and a pod bound to the node that uses the claims.
+func podUsing(t *testing.T, c *cluster, vols []*stagedVolume) *v1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "user", Namespace: "default"},
+		Spec:       v1.PodSpec{NodeName: nodeName, Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	for _, v := range vols {
+		pv := v.spec.PersistentVolume.DeepCopy()
+		pv.Spec.Capacity = v1.ResourceList{v1.ResourceStorage: resource.MustParse("16Mi")}
+		pv.Spec.ClaimRef = &v1.ObjectReference{Namespace: "default", Name: v.name}
+		if _, err := c.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pvc := &v1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: v.name, Namespace: "default"},
+			Spec: v1.PersistentVolumeClaimSpec{
+				AccessModes: pv.Spec.AccessModes, VolumeName: pv.Name, VolumeMode: pv.Spec.VolumeMode,
+				Resources: v1.VolumeResourceRequirements{Requests: pv.Spec.Capacity},
+			},
+		}
+		if _, err := c.client.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c.client.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), pvc.Name, metav1.DeleteOptions{})
+			c.client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+		})
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: v.name, VolumeSource: v1.VolumeSource{
+			PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: v.name}}})
+	}
+	pod, err := c.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		c.client.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	return pod
+}
+
+// driverCall is one call the hostpath driver logged at -v=5 ("gRPCCall: {json}").
+type driverCall struct {
+	Method  string
+	Request map[string]any
+	Error   string
+}
+
+// unstageCalls are the NodeUnstageVolume calls of v the driver logged.
+func (e *env) unstageCalls(t *testing.T, v *stagedVolume) []driverCall {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.root, "driver.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []driverCall
+	for _, line := range strings.Split(string(b), "\n") {
+		_, text, ok := strings.Cut(line, "gRPCCall: ")
+		if !ok {
+			continue
+		}
+		var c driverCall
+		if err := json.Unmarshal([]byte(text), &c); err != nil {
+			t.Fatalf("the driver's log line %q: %v", line, err)
+		}
+		if c.Method == "/csi.v1.Node/NodeUnstageVolume" && c.Request["volume_id"] == v.handle {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// waitUnstaged waits until the driver logged a NodeUnstageVolume of v at its staging path that
+// succeeded.
+func (e *env) waitUnstaged(t *testing.T, v *stagedVolume) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for _, c := range e.unstageCalls(t, v) {
+			if c.Request["staging_target_path"] == v.staging && c.Error == "" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no successful NodeUnstageVolume at %s within 30 s: %+v", v.name, v.staging, e.unstageCalls(t, v))
+		}
+	}
+}
+
+// driverStaged is where the driver's state file records the volume handle staged.
+func (e *env) driverStaged(t *testing.T, handle string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.state, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct {
+		Volumes []struct {
+			VolID  string
+			Staged []string
+		}
+	}
+	if err := json.Unmarshal(b, &state); err != nil {
+		t.Fatalf("the driver's state file: %v", err)
+	}
+	for _, v := range state.Volumes {
+		if v.VolID == handle {
+			return v.Staged
+		}
+	}
+	t.Fatalf("the driver's state file has no volume %s", handle)
+	return nil
+}
+
+// Without an API server kcsi cannot tell whether a pod uses a volume, so one staged before the
+// restart stays staged (`kcsi list` reports it).
+func TestWithoutAnAPIServerAVolumeStagedBeforeARestartStaysStaged(t *testing.T) {
+	e := newEnv(t)
+	v := e.stage(t, "standalone-fs", false)
+	e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000005")
+	e.unpublish(t, v)
+	e.plugin.Close()
+	e.startPlugin(t, Config{CSIDrivers: []any{hostpathCSIDriver()}, OrphanGracePeriod: time.Millisecond}, nil)
+	time.Sleep(time.Second)
+	if n := len(e.unstageCalls(t, v)); n != 0 {
+		t.Errorf("NodeUnstageVolume called %d times without an API server", n)
+	}
+	if got := e.driverStaged(t, v.handle); len(got) != 1 {
+		t.Errorf("the driver records it staged at %v", got)
+	}
+}
