@@ -64,7 +64,8 @@ pub use volume::plugin::unique_volume_name;
 /// unmount the device.
 pub mod attacher {
     pub use crate::volume::attacher::{
-        device_mount_path, mount_device, unmount_device, wait_for_attach, MountDeviceArgs,
+        device_mount_path, mount_device, unmount_device, unmount_device_by_handle, wait_for_attach,
+        MountDeviceArgs,
     };
 }
 

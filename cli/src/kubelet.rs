@@ -61,7 +61,9 @@ pub async fn unpublish(
     }
 }
 
-/// NodeUnstageVolume of a staged volume, found from its `vol_data.json`.
+/// NodeUnstageVolume of a staged volume: a block one found from its `vol_data.json`, a
+/// filesystem one by its driver and handle, also when its `vol_data.json` is lost (what
+/// `kcsi list` tells a person to do then).
 pub async fn unstage(
     host: &Host,
     block: bool,
@@ -74,7 +76,6 @@ pub async fn unstage(
             .tear_down_device(host, Path::new(""), "")
             .await
     } else {
-        let dmp = host.layout().device_mount_path(driver, handle)?;
-        attacher::unmount_device(host, &dmp).await
+        attacher::unmount_device_by_handle(host, driver, handle).await
     }
 }

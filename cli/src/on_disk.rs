@@ -1,7 +1,8 @@
 //! `kcsi list` and `kcsi reconstruct`: what the kubelet side left under a root, read from its
 //! `vol_data.json` files; no driver needed.
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 use kcsi::inventory::{self, DataFile, Inventory, Kind};
 use kcsi::reconstruct::construct_block_volume_spec;
@@ -64,6 +65,41 @@ fn rows(found: &Inventory) -> Vec<Row<'_>> {
     staged.chain(published).collect()
 }
 
+/// What a person does about a staged volume no pod dir under the root publishes (left staged
+/// when a kubelet died between NodeUnpublishVolume and NodeUnstageVolume, kubernetes#85476),
+/// which only kcsi's kubelet plugin unstages by itself; `None` for everything else. Block
+/// publishes are not in the inventory, so a staged block volume always gets one.
+fn action(r: &Row, published: &BTreeSet<(&str, &str)>, root: &Path) -> Option<String> {
+    let driver = r.driver.or(r.data.get(keys::DRIVER_NAME))?;
+    let unstage = format!(
+        "kcsi unstage --endpoint <{driver}'s socket> --root {}",
+        root.display()
+    );
+    let name = match (r.kind, r.spec) {
+        ("block", Some(spec)) => format!(" --name {spec}"),
+        ("block", None) | ("published", _) => return None,
+        _ => String::new(),
+    };
+    let Some(handle) = r.data.get(keys::VOLUME_HANDLE) else {
+        // Only a filesystem volume gets here (a block one's driver is in the lost file); its
+        // dir is named after the SHA-256 of its handle. A file that is there but unreadable is
+        // reported as such and left to a person: kcsi does not guess past it.
+        if r.data.volume_data_file.exists() {
+            return None;
+        }
+        let sha = r.mount.parent()?.file_name()?.to_string_lossy();
+        return Some(format!(
+            "its vol_data.json is lost, so no kubelet can unstage it: find the PersistentVolume of {driver} whose volumeHandle has SHA-256 {sha}; once no pod uses it: {unstage} --volume-handle <its volumeHandle>"
+        ));
+    };
+    if r.kind == "staged" && published.contains(&(driver, handle)) {
+        return None;
+    }
+    Some(format!(
+        "if no pod uses it (kcsi's kubelet plugin unstages it by itself after a restart; upstream's never): {unstage} --volume-handle {handle}{name}"
+    ))
+}
+
 fn row_json(r: &Row) -> Value {
     json!({
         "kind": r.kind,
@@ -82,8 +118,27 @@ fn row_json(r: &Row) -> Value {
 pub fn list(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
     let (root, found) = walk(&cmd)?;
     let found = rows(&found);
+    let published: BTreeSet<(&str, &str)> = found
+        .iter()
+        .filter(|r| r.kind == "published")
+        .filter_map(|r| {
+            Some((
+                r.data.get(keys::DRIVER_NAME)?,
+                r.data.get(keys::VOLUME_HANDLE)?,
+            ))
+        })
+        .collect();
+    let actions: Vec<Option<String>> = found.iter().map(|r| action(r, &published, &root)).collect();
     if json {
-        let volumes: Vec<Value> = found.iter().map(row_json).collect();
+        let volumes: Vec<Value> = found
+            .iter()
+            .zip(&actions)
+            .map(|(r, action)| {
+                let mut v = row_json(r);
+                v["action"] = json!(action);
+                v
+            })
+            .collect();
         println!("{}", json!({"root": root, "volumes": volumes}));
         return Ok(0);
     }
@@ -95,7 +150,7 @@ pub fn list(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
         "{:<10} {:<24} {:<40} {:<20} {:<12} {:<8}",
         "KIND", "DRIVER", "VOLUME HANDLE", "SPEC", "POD", "MOUNTED"
     );
-    for r in &found {
+    for (r, action) in found.iter().zip(&actions) {
         let j = row_json(r);
         let s = |k: &str| j[k].as_str().unwrap_or("-").to_string();
         let mounted = if r.mounted { "yes" } else { "no" };
@@ -110,6 +165,9 @@ pub fn list(cmd: RootCmd, json: bool) -> Result<i32, UsageError> {
         );
         if let Some(why) = &r.data.volume_data_error {
             println!("           unreadable: {why}");
+        }
+        if let Some(what) = action {
+            println!("           to do: {what}");
         }
     }
     Ok(0)

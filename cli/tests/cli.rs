@@ -506,6 +506,90 @@ fn single_steps_keep_their_state_on_disk_between_invocations() {
     }
 }
 
+/// A volume left staged with no pod dir publishing it (a kubelet killed between NodeUnpublish
+/// and NodeUnstage, kubernetes#85476) gets a `to do` from `kcsi list`, and running exactly that
+/// unstages it, also when its `vol_data.json` is lost (then the SHA-256 of its handle, from
+/// `sha256sum`, names it). A published volume gets none.
+#[test]
+fn list_says_how_to_unstage_a_volume_left_staged_and_doing_so_unstages_it() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let root = Root::new();
+    let endpoint = driver.endpoint();
+    let staged_row = || {
+        let listed = json(&run(&["list", "--root", &root.arg(), "--json"]));
+        let volumes = listed["volumes"].as_array().unwrap().clone();
+        volumes
+            .into_iter()
+            .find(|v| v["kind"] == "staged")
+            .unwrap_or_else(|| panic!("nothing staged: {listed}"))
+    };
+    for lose_record in [false, true] {
+        let handle =
+            driver.create_volume(if lose_record { "lost" } else { "left" }, false, 8 << 20);
+        let base = [
+            "--endpoint",
+            endpoint.as_str(),
+            "--root",
+            &root.arg(),
+            "--volume-handle",
+            &handle,
+            "--json",
+        ];
+        for cmd in ["stage", "publish", "unpublish"] {
+            if cmd == "unpublish" {
+                assert_eq!(
+                    staged_row()["action"],
+                    Value::Null,
+                    "a published volume needs nothing done"
+                );
+            }
+            let out = run(&[&[cmd][..], &base[..]].concat());
+            assert_eq!(out.status.code(), Some(0), "{cmd}: {}", stderr(&out));
+        }
+        let sha = String::from_utf8(
+            Command::new("sh")
+                .args(["-c", "printf %s \"$0\" | sha256sum", &handle])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let sha = sha.split_whitespace().next().unwrap();
+        let global = root
+            .path()
+            .join("plugins/kubernetes.io/csi/hostpath.csi.k8s.io")
+            .join(sha);
+        if lose_record {
+            std::fs::remove_file(global.join("vol_data.json")).unwrap();
+        }
+        let row = staged_row();
+        let action = row["action"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no action: {row}"));
+        assert!(!lose_record || action.contains(sha), "{action}");
+        let line = &action[action
+            .find("kcsi unstage")
+            .unwrap_or_else(|| panic!("{action}"))..];
+        let line = line
+            .replace("<hostpath.csi.k8s.io's socket>", &endpoint)
+            .replace("<its volumeHandle>", &handle);
+        let args: Vec<&str> = line.split_whitespace().skip(1).chain(["--json"]).collect();
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{line}: {}", stderr(&out));
+        let unstaged = driver.last_request("NodeUnstageVolume");
+        assert_eq!(unstaged["volume_id"], handle.as_str(), "{unstaged}");
+        assert_eq!(
+            driver.volume_paths(&handle).0,
+            Vec::<String>::new(),
+            "the driver still has it staged"
+        );
+        assert!(!global.exists(), "{} is still there", global.display());
+        let after = json(&run(&["list", "--root", &root.arg(), "--json"]));
+        assert_eq!(after["volumes"], serde_json::json!([]), "{after}");
+        root.assert_no_mounts();
+    }
+}
+
 #[test]
 fn fault_proxy_subcommand_stands_in_front_of_a_real_driver() {
     let driver = DriverProcess::hostpath("node-1", &[]);
