@@ -51,8 +51,10 @@ func TestAfterAKubeletRestart(t *testing.T) {
 			}
 		}
 		e.restartKubelet(t, c)
+		restarted := time.Now()
 		for _, v := range vols {
 			e.waitUnstaged(t, v)
+			t.Logf("%s: unstaged %.2f s after the restart (grace period %s)", v.name, time.Since(restarted).Seconds(), orphanGrace)
 			if got := e.driverStaged(t, v.handle); len(got) != 0 {
 				t.Errorf("%s: the driver still records it staged at %v", v.name, got)
 			}
