@@ -1,11 +1,14 @@
 package volumeplugin
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -44,6 +47,18 @@ func startClusterWith(t *testing.T, env ...string) *cluster {
 		t.Fatal(err)
 	}
 	if c.client, err = clientset.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startClusterWithNode is startCluster with this node's Node object, which the fake volume
+// host's wait for kcsi's CSINode start-up needs.
+func startClusterWithNode(t *testing.T) *cluster {
+	t.Helper()
+	c := startCluster(t)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+	if _, err := c.client.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return c

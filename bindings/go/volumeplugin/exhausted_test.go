@@ -23,11 +23,8 @@ import (
 // (pkg/volume/csi/csi_plugin.go) answers on the same objects.
 func TestVerifyExhaustedResourceIsTrueOnlyForTheAttachTheDriversLimitRefused(t *testing.T) {
 	needsRoot(t)
-	c := startCluster(t)
+	c := startClusterWithNode(t)
 	ctx := context.Background()
-	if _, err := c.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	// Attachable, and with the allocatable refresh period without which upstream never
 	// looks at the attachment (getNodeAllocatableUpdatePeriod).
 	driver := hostpathCSIDriver()

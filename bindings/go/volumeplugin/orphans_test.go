@@ -29,13 +29,9 @@ const orphanGrace = time.Second
 
 func TestAfterAKubeletRestart(t *testing.T) {
 	needsRoot(t)
-	c := startCluster(t)
+	c := startClusterWithNode(t)
 	ctx := context.Background()
-	// The fake volume host waits for kcsi's CSINode start-up, which needs the Node; staging
-	// reads attachRequired from the CSIDriver.
-	if _, err := c.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// Staging reads attachRequired from the CSIDriver.
 	if _, err := c.client.StorageV1().CSIDrivers().Create(ctx, hostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +67,7 @@ func TestAfterAKubeletRestart(t *testing.T) {
 
 	t.Run("a volume a pod bound to the node references is never unstaged until the pod is gone", func(t *testing.T) {
 		e := newEnvIn(t, c)
-		used := []*stagedVolume{e.stage(t, "used-fs", false), e.stage(t, "used-block", true)}
-		control := e.stage(t, "control-fs", false)
-		for _, v := range append(used, control) {
-			e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000002")
-			e.unpublish(t, v)
-		}
+		used, control := e.leftStaged(t, "used")
 		pod := podUsing(t, c, used)
 		e.restartKubelet(t, c)
 		e.waitUnstaged(t, control)
@@ -122,12 +113,7 @@ func TestAfterAKubeletRestart(t *testing.T) {
 
 	t.Run("a volume the restarted kubelet stages again is left to the kubelet", func(t *testing.T) {
 		e := newEnvIn(t, c)
-		again := []*stagedVolume{e.stage(t, "again-fs", false), e.stage(t, "again-block", true)}
-		control := e.stage(t, "control-fs", false)
-		for _, v := range append(again, control) {
-			e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000004")
-			e.unpublish(t, v)
-		}
+		again, control := e.leftStaged(t, "again")
 		e.restartKubelet(t, c)
 		// No pod in the API server references them: the kubelet's own MountDevice (SetUpDevice)
 		// is all that makes them its own, as between a new pod's staging and its publishing.
@@ -160,6 +146,20 @@ func (e *env) stage(t *testing.T, name string, block bool) *stagedVolume {
 	v.spec = pvSpec(name, v.handle, block)
 	e.stageAgain(t, v)
 	return v
+}
+
+// leftStaged stages, publishes and unpublishes a filesystem and a block volume named
+// <prefix>-fs and <prefix>-block, and a control filesystem volume, as a kubelet killed before
+// NodeUnstageVolume leaves them.
+func (e *env) leftStaged(t *testing.T, prefix string) (vols []*stagedVolume, control *stagedVolume) {
+	t.Helper()
+	vols = []*stagedVolume{e.stage(t, prefix+"-fs", false), e.stage(t, prefix+"-block", true)}
+	control = e.stage(t, "control-fs", false)
+	for _, v := range append(vols, control) {
+		e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000002")
+		e.unpublish(t, v)
+	}
+	return vols, control
 }
 
 // stageAgain is the kubelet's MountDevice (SetUpDevice for block) of v.

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/volume"
@@ -34,12 +33,8 @@ func TestCanAttachFollowsTheVolumeHostsCSIDriverInformerWithoutAWatchOfItsOwn(t 
 }
 
 func canAttachFollowsItsCSIDriver(t *testing.T, fromVolumeHost bool) *Plugin {
-	c := startCluster(t)
+	c := startClusterWithNode(t)
 	ctx := context.Background()
-	// The fake volume host waits for kcsi's CSINode start-up, which needs the Node.
-	if _, err := c.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	p := New(Config{Kubeconfig: c.kubeconfig, CSIDriversFromVolumeHost: fromVolumeHost})
 	t.Cleanup(p.Close)
 	if !fromVolumeHost {
