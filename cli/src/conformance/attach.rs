@@ -19,15 +19,17 @@ fn needs_attach(c: &Ctx) -> Result<(), End> {
     }
 }
 
-pub async fn controller_publish(c: &mut Ctx) -> Outcome {
-    needs_attach(c)?;
-    let wish = VolumeWish::default();
-    // Attached once on the way (ControllerPublishVolume to NodeGetInfo's node ID).
-    let v = c.volume(&wish).await?;
-    let context = driver::controller_publish(
+/// ControllerPublishVolume of a filesystem volume to NodeGetInfo's node ID, as the
+/// external-attacher sends it.
+async fn publish(
+    c: &Ctx,
+    handle: &str,
+    wish: &VolumeWish,
+) -> kcsi::Result<std::collections::BTreeMap<String, String>> {
+    driver::controller_publish(
         &c.channel,
         driver::Publish {
-            volume_id: &v.handle,
+            volume_id: handle,
             node_id: &c.facts.node_id,
             block: false,
             fs_type: "",
@@ -40,7 +42,16 @@ pub async fn controller_publish(c: &mut Ctx) -> Outcome {
         c.timeout,
     )
     .await
-    .map_err(|e| fail(upstream::ATTACH)(e.context("the repeated ControllerPublishVolume")))?;
+}
+
+pub async fn controller_publish(c: &mut Ctx) -> Outcome {
+    needs_attach(c)?;
+    let wish = VolumeWish::default();
+    // Attached once on the way (ControllerPublishVolume to NodeGetInfo's node ID).
+    let v = c.volume(&wish).await?;
+    let context = publish(c, &v.handle, &wish)
+        .await
+        .map_err(|e| fail(upstream::ATTACH)(e.context("the repeated ControllerPublishVolume")))?;
     // The publish context reaches NodeStage and NodePublish.
     let path = c.set_up(&v).await?;
     c.tear_down(&v).await?;
@@ -86,23 +97,7 @@ pub async fn limit(c: &mut Ctx) -> Outcome {
     };
     let extra = c.volume(&wish).await?;
     c.attached(&extra.handle);
-    match driver::controller_publish(
-        &c.channel,
-        driver::Publish {
-            volume_id: &extra.handle,
-            node_id: &c.facts.node_id,
-            block: false,
-            fs_type: "",
-            mount_flags: Vec::new(),
-            access_mode: csi_mode(&c.facts, wish.access_mode),
-            read_only: false,
-            volume_context: Default::default(),
-            secrets: Default::default(),
-        },
-        c.timeout,
-    )
-    .await
-    {
+    match publish(c, &extra.handle, &wish).await {
         Err(e) if e.grpc_code() == Some(tonic::Code::ResourceExhausted as i32) => Ok(format!(
             "{max} volumes attached, the next one refused: {}",
             e.message()
