@@ -19,6 +19,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".csi.v1.CreateVolumeRequest",
             ".csi.v1.DeleteVolumeRequest",
             ".csi.v1.ControllerExpandVolumeRequest",
+            ".csi.v1.ControllerPublishVolumeRequest",
+            ".csi.v1.ControllerUnpublishVolumeRequest",
         ])
         .compile_fds(fds)?;
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libkcsi.so.1");

@@ -126,6 +126,29 @@ impl fmt::Debug for csi::ControllerExpandVolumeRequest {
     }
 }
 
+impl fmt::Debug for csi::ControllerPublishVolumeRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControllerPublishVolumeRequest")
+            .field("volume_id", &self.volume_id)
+            .field("node_id", &self.node_id)
+            .field("volume_capability", &self.volume_capability)
+            .field("readonly", &self.readonly)
+            .field("secrets", &Redacted(&self.secrets))
+            .field("volume_context", &Context(&self.volume_context))
+            .finish()
+    }
+}
+
+impl fmt::Debug for csi::ControllerUnpublishVolumeRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControllerUnpublishVolumeRequest")
+            .field("volume_id", &self.volume_id)
+            .field("node_id", &self.node_id)
+            .field("secrets", &Redacted(&self.secrets))
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +179,26 @@ mod tests {
                 format!(
                     "{:?}",
                     csi::ControllerExpandVolumeRequest {
+                        secrets: secrets(),
+                        ..Default::default()
+                    }
+                ),
+            ),
+            (
+                "ControllerPublishVolumeRequest",
+                format!(
+                    "{:?}",
+                    csi::ControllerPublishVolumeRequest {
+                        secrets: secrets(),
+                        ..Default::default()
+                    }
+                ),
+            ),
+            (
+                "ControllerUnpublishVolumeRequest",
+                format!(
+                    "{:?}",
+                    csi::ControllerUnpublishVolumeRequest {
                         secrets: secrets(),
                         ..Default::default()
                     }
