@@ -483,7 +483,12 @@ fn install_fails_with_not_found_when_the_node_does_not_exist() {
     let name = unique("ni-nonode");
     let err = install(&name, 0, None).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{}", err.message());
-    assert!(err.message().starts_with("error updating Node object with CSI driver node info: error updating node: timed out waiting for the condition; caused by: get Node"), "{}", err.message());
+    // Upstream's wording around the API server's own text (nodeinfomanager.go
+    // updateNodeIDInNode's retry), as client-go's errors read.
+    assert_eq!(
+        err.message(),
+        format!("error updating Node object with CSI driver node info: error updating node: timed out waiting for the condition; caused by: nodes \"{name}\" not found")
+    );
 }
 
 #[test]
