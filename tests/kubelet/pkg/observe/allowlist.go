@@ -80,7 +80,9 @@ func allowedDifference(key string, kcsi, upstream []string) (string, bool) {
 
 // allowedEmptyDirs are kcsi's own dirs under the kubelet root, left out of the files compared
 // while they are empty but for kcsi's blanks (any other file left in one still shows, and
-// fails the scenario).
+// fails the scenario). So are the dirs above one while they hold nothing else: kcsi makes
+// plugins/kubernetes.io/csi for its temp dir at its first save (an inline volume's SetUp too),
+// upstream's plugin only at its first MountDevice.
 var allowedEmptyDirs = map[string]string{
 	"plugins/kubernetes.io/csi/.kcsi-tmp": "kcsi writes vol_data.json through a temp file here (same filesystem, so the rename stays atomic) and sweeps it at host start, so a kill mid-write never leaves a file in a pod's volume dir; a few blank temp files are kept here ready, so the write before a driver call costs one fdatasync of a file already on disk",
 }

@@ -44,6 +44,42 @@ func onlyBlanks(entries []os.DirEntry) bool {
 	return true
 }
 
+// holdsOnlyAllowedDirs: the dir is above one of allowedEmptyDirs and holds nothing but the
+// way down to it, which holds nothing but blanks (kcsi made it for its temp dir; upstream's
+// plugin has no such dir).
+func holdsOnlyAllowedDirs(path, rel string) bool {
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		childRel := filepath.Join(rel, e.Name())
+		child := filepath.Join(path, e.Name())
+		if !e.IsDir() {
+			return false
+		}
+		if _, ok := allowedEmptyDirs[childRel]; ok {
+			if inner, err := os.ReadDir(child); err != nil || !onlyBlanks(inner) {
+				return false
+			}
+			continue
+		}
+		if !isAboveAllowedDir(childRel) || !holdsOnlyAllowedDirs(child, childRel) {
+			return false
+		}
+	}
+	return isAboveAllowedDir(rel)
+}
+
+func isAboveAllowedDir(rel string) bool {
+	for dir := range allowedEmptyDirs {
+		if strings.HasPrefix(dir, rel+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
 // fileLinesOnce is one walk of fileLines, and whether it met a file in an allowedEmptyDir.
 func (z *Normalizer) fileLinesOnce(root string) ([]string, bool, error) {
 	points, err := mountinfo.Under(root)
@@ -66,6 +102,9 @@ func (z *Normalizer) fileLinesOnce(root string) ([]string, bool, error) {
 				return filepath.SkipDir
 			}
 			inFlight = true
+		}
+		if d.IsDir() && rel != "." && holdsOnlyAllowedDirs(path, rel) {
+			return filepath.SkipDir
 		}
 		parts := strings.Split(rel, string(filepath.Separator))
 		keep := false

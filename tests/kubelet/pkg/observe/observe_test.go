@@ -151,3 +151,34 @@ func TestReadCallsTakesTheTimeFromTheKlogHeader(t *testing.T) {
 		t.Errorf("a line without a klog header has At %v, want none", calls[1].At)
 	}
 }
+
+func TestDirsKcsiMadeOnlyForItsTempDirAreLeftOutUntilTheyHoldMore(t *testing.T) {
+	root := t.TempDir()
+	tmp := filepath.Join(root, "plugins/kubernetes.io/csi/.kcsi-tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".vol_data.json.1.00ff.blank"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	z := &Normalizer{}
+	lines, err := z.FileLines(root)
+	if err != nil || len(lines) != 0 {
+		t.Fatalf("only kcsi's temp dir and the dirs above it: want no lines, got %q (%v)", lines, err)
+	}
+
+	// Once the plugin dir holds a driver's dir (upstream makes it too), it is compared.
+	if err := os.Mkdir(filepath.Join(root, "plugins/kubernetes.io/csi/hostpath.csi.k8s.io"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	lines, err = z.FileLines(root)
+	want := []string{"plugins/kubernetes.io dir", "plugins/kubernetes.io/csi dir", "plugins/kubernetes.io/csi/hostpath.csi.k8s.io dir"}
+	if err != nil || len(lines) != len(want) {
+		t.Fatalf("want %d lines starting %q, got %q (%v)", len(want), want, lines, err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w+" ") {
+			t.Errorf("line %d: want %q..., got %q", i, w, lines[i])
+		}
+	}
+}
