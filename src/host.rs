@@ -69,8 +69,10 @@ pub struct Host {
 }
 
 impl Host {
-    /// Creates a host. Must run inside the runtime (clients spawn tasks).
+    /// Creates a host. Must run inside the runtime (clients spawn tasks). The config is
+    /// checked here, so a Rust caller that builds one by hand gets the C API's checks too.
     pub fn new(config: HostConfig) -> Result<Host> {
+        let config = config.check()?;
         let telemetry = Telemetry::new();
         let kube = match config.api_source() {
             Some(kubeconfig) => Some(Kube::start(&config, kubeconfig, &telemetry)?),

@@ -27,6 +27,21 @@ fn v(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+#[test]
+fn a_node_agent_checks_a_config_its_caller_did_not_check() {
+    let root = short_tempdir("kcsi-root");
+    let unchecked = HostConfig::node("", root.path());
+    let err = NodeAgent::new(unchecked)
+        .err()
+        .expect("an empty nodeName is refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        err.message().contains("\"nodeName\" is required"),
+        "{}",
+        err.message()
+    );
+}
+
 fn register(
     host: &NodeAgent,
     name: &str,
