@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::beneath::Beneath;
+use super::beneath::{Beneath, Entry};
 use super::blank_file;
-use super::temp_dir::{blank_name, make_temp_dir, temp_dir};
+use super::temp_dir::{blank_name, temp_dir};
 use super::volume_data::MAX_FILE_SIZE;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -205,18 +205,20 @@ impl Pool {
         let pool = self.clone();
         handle.spawn(async move {
             loop {
-                pool.refill().await;
+                let dir_gone = pool.refill().await;
                 pool.refilling.store(false, Ordering::Release);
-                // A take between the last check and the store did not start a refill.
-                if !pool.short() || pool.refilling.swap(true, Ordering::AcqRel) {
+                // A take between the last check and the store did not start a refill. Without
+                // a temp dir the next save, which makes it, starts one.
+                if dir_gone || !pool.short() || pool.refilling.swap(true, Ordering::AcqRel) {
                     return;
                 }
             }
         });
     }
 
-    /// Makes blanks, each batch in a quiet moment, until the pool is full.
-    async fn refill(self: &Arc<Self>) {
+    /// Makes blanks, each batch in a quiet moment, until the pool is full; true when it
+    /// stopped because the temp dir is gone.
+    async fn refill(self: &Arc<Self>) -> bool {
         while self.short() {
             let quiet = loop {
                 let seen = self.saves.load(Ordering::Acquire);
@@ -229,19 +231,26 @@ impl Pool {
             let made = tokio::task::spawn_blocking(move || maker.make_while_quiet(quiet))
                 .await
                 .unwrap_or_else(|e| Err(Error::internal(format!("making a blank panicked: {e}"))));
-            if let Err(e) = made {
-                let mut state = self.state();
-                if state.closed {
-                    return;
+            match made {
+                Ok(true) => {}
+                Ok(false) => return true,
+                Err(e) => {
+                    let mut state = self.state();
+                    if state.closed {
+                        return false;
+                    }
+                    state.failed = true;
+                    drop(state);
+                    tracing::warn!(
+                        "{}",
+                        csi_log!(
+                            "{e}; vol_data.json is written through new temp files from now on"
+                        )
+                    );
                 }
-                state.failed = true;
-                drop(state);
-                tracing::warn!(
-                    "{}",
-                    csi_log!("{e}; vol_data.json is written through new temp files from now on")
-                );
             }
         }
+        false
     }
 
     /// The length of the next blank to make, while the pool is short: of the recent saves'
@@ -265,16 +274,20 @@ impl Pool {
         self.len_to_make().is_some()
     }
 
-    /// Makes blanks while the pool is short and the save count is still `quiet`.
-    fn make_while_quiet(&self, quiet: u64) -> Result<()> {
-        // Nothing for a host dropped meanwhile, and never the root itself: a refill that
-        // outlived its host must not bring back a root removed with it.
+    /// Makes blanks while the pool is short and the save count is still `quiet`; false when
+    /// the temp dir is gone.
+    fn make_while_quiet(&self, quiet: u64) -> Result<bool> {
+        // Nothing for a host dropped meanwhile, and never a dir: a refill runs behind a save,
+        // which made the temp dir, and must not bring back one removed since (by whoever
+        // removes the kubelet's dirs, or with a root removed with its host).
         if self.len_to_make().is_none() {
-            return Ok(());
+            return Ok(true);
         }
         let fs = Beneath::open_existing(&self.root)?;
         let dir = temp_dir(&self.root);
-        make_temp_dir(&fs)?;
+        if fs.entry(&dir)? == Entry::Missing {
+            return Ok(false);
+        }
         while self.saves.load(Ordering::Acquire) == quiet {
             let Some(len) = self.len_to_make() else {
                 break;
@@ -283,7 +296,7 @@ impl Pool {
             let file = blank_file::make(&fs, &path, len)?;
             self.put(Made { path, file, len });
         }
-        Ok(())
+        Ok(true)
     }
 
     fn remove(&self, blanks: Vec<Made>) {
@@ -310,6 +323,7 @@ mod tests {
 
     use super::*;
     use crate::disk::files::OpenFiles;
+    use crate::disk::temp_dir::make_temp_dir;
     use crate::disk::test_support::{names, umask};
     use crate::disk::volume_data::{self, VolumeData, FILE_NAME};
 
@@ -346,12 +360,43 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let fs = Beneath::open(root.path()).unwrap();
         let blanks = Blanks::new(root.path());
+        // As the save that takes a blank makes the temp dir when there is none.
+        make_temp_dir(&fs).unwrap();
         assert!(
             blanks.take(file_len(&data(10))).is_none(),
             "a new pool is empty"
         );
         wait_ready(&blanks, READY);
         (root, fs, blanks)
+    }
+
+    #[test]
+    fn a_refill_makes_no_dir_and_stops_when_the_temp_dir_is_gone() {
+        let root = tempfile::tempdir().unwrap();
+        let blanks = Blanks::new(root.path());
+        assert!(blanks.take(file_len(&data(10))).is_none());
+        // Well past the quiet moment the refill waits for.
+        std::thread::sleep(QUIET * 20);
+        assert!(!temp_dir(root.path()).exists());
+        assert!(
+            !root.path().join("plugins").exists(),
+            "no parent made either"
+        );
+        assert_eq!(ready(&blanks), 0);
+        assert!(
+            !blanks
+                .pool
+                .as_ref()
+                .unwrap()
+                .refilling
+                .load(Ordering::Acquire),
+            "the refill stopped rather than waiting on for a dir"
+        );
+
+        // The next save makes the dir again, and the refill after it fills the pool.
+        make_temp_dir(&Beneath::open(root.path()).unwrap()).unwrap();
+        assert!(blanks.take(file_len(&data(10))).is_none());
+        wait_ready(&blanks, READY);
     }
 
     fn in_temp_dir(root: &Path, suffix: &str) -> Vec<String> {
@@ -425,6 +470,7 @@ mod tests {
     #[test]
     fn the_pool_makes_blanks_of_the_lengths_of_the_last_saves() {
         let root = tempfile::tempdir().unwrap();
+        make_temp_dir(&Beneath::open(root.path()).unwrap()).unwrap();
         let blanks = Blanks::new(root.path());
         for len in [7, 100, 200, 100, 200] {
             drop(blanks.take(len));
