@@ -227,8 +227,23 @@ impl DriverProcess {
     /// The driver's volumes from `<statedir>/state.json`.
     pub fn volumes(&self) -> Vec<Value> {
         let path = self.dir.path().join("state/state.json");
-        let text = std::fs::read_to_string(path).unwrap_or_else(|_| "{}".into());
-        let state: Value = serde_json::from_str(&text).unwrap_or_default();
+        // The driver rewrites its state file in place (truncate, then write), so a read can
+        // meet it torn while a call the driver is finishing saves: read again until it parses.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let state: Value = loop {
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break Value::Null,
+                Err(e) => panic!("cannot read {}: {e}", path.display()),
+            };
+            match serde_json::from_str(&text) {
+                Ok(state) => break state,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("{} does not parse: {e}: {text:?}", path.display()),
+            }
+        };
         state["Volumes"].as_array().cloned().unwrap_or_default()
     }
 
