@@ -82,7 +82,8 @@ bench: build peers
 	scripts/bench.sh
 
 ## bench-upstream: kcsi through its Go binding next to upstream's pkg/volume/csi v1.36.3 in one
-## process on one real hostpath driver (lifecycle vs. the bare-RPC floor, reconciler queries).
+## process on one real hostpath driver (lifecycle vs. the bare-RPC floor, reconciler queries;
+## benches/upstream, scripts/bench-upstream.sh).
 bench-upstream: build
 	scripts/bench-upstream.sh
 

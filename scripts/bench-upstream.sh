@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side by side with upstream, in one Go process on one real hostpath driver (figures, never
-# assertions; needs root for the driver's mounts), in bindings/go/volumeplugin:
+# assertions; needs root for the driver's mounts), in benches/upstream (a Go module of its own,
+# on volumeplugin's public API and its test environment, volumeplugin/volumeplugintest):
 #   LifecycleVsUpstream: a volume's node lifecycle through kcsi's Go binding, through upstream's
 #                        pkg/volume/csi v1.36.3 and as bare RPCs on one connection (the floor),
 #                        sequential and 16 in parallel: ms per volume, overhead above the
@@ -21,7 +22,7 @@ scripts/peers/path.sh hostpath >/dev/null 2>&1 || scripts/peers/build.sh hostpat
 export KCSI_HOSTPATH; KCSI_HOSTPATH=$(scripts/peers/path.sh hostpath)
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-cd bindings/go/volumeplugin
+cd benches/upstream
 count=${KCSI_BENCH_COUNT:-3}
 "$KCSI_GO" test -run '^$' -bench 'LifecycleVsUpstream' -benchtime 1x -count "$count" . 2>&1 | grep -Ev '^[EIW][0-9]{4} '
 "$KCSI_GO" test -run '^$' -bench 'ReconcilerQueries' -count "$count" . 2>&1 | grep -Ev '^[EIW][0-9]{4} '

@@ -3,10 +3,11 @@
 # real kube-apiserver + etcd, the real node-driver-registrar and the real hostpath driver (and,
 # for the attach scenarios, the real attach/detach controller and external-attacher),
 # every scenario also run with upstream's CSI plugin and compared; then the volumeplugin
-# package's own tests against the real hostpath driver; then a short run of the pods
-# benchmark (scripts/bench-kubelet.sh, benches/kubelet/pods).
+# package's own tests against the real hostpath driver (and a go vet of benches/upstream, the
+# benchmarks beside upstream's plugin that share their environment, so they cannot rot); then
+# a short run of the pods benchmark (scripts/bench-kubelet.sh, benches/kubelet/pods).
 #   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmark (default 32; 0 skips it)
-#   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's and the suite's Go unit tests
+#   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's and the suite's Go unit tests (and vets)
 #   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
 # The e2e binary links the whole kubelet (~2 min on 2 cores at first, after the peers):
 # scripts/kubelet-e2e-bin.sh builds and caches it.
@@ -26,8 +27,9 @@ BIN=$(scripts/kubelet-e2e-bin.sh) || exit 1
 
 failed=()
 if [ "${KCSI_KUBELET_GO_TESTS:-1}" != 0 ]; then
-  echo "--- volumeplugin: go vet, go test"
+  echo "--- volumeplugin: go vet, go test; the benchmarks beside upstream (benches/upstream): go vet"
   (cd bindings/go/volumeplugin && "$GO" vet ./... && "$GO" test -count=1 ./...) || failed+=(volumeplugin)
+  (cd benches/upstream && "$GO" vet ./...) || failed+=(upstream-bench-vet)
   echo "--- the suite's comparison rules and mount table reader, the benchmarks' statistics: go vet, go test"
   (cd tests/kubelet && "$GO" vet ./... && "$GO" test -count=1 ./pkg/...) || failed+=(kubelet-go-tests)
   (cd benches/kubelet && "$GO" vet ./... && "$GO" test -count=1 ./...) || failed+=(kubelet-bench-go-tests)

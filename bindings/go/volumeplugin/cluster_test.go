@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 // cluster is a real kube-apiserver on etcd (scripts/peers/apiserver.sh), for the tests whose
@@ -57,23 +59,11 @@ func startClusterWith(t *testing.T, env ...string) *cluster {
 func startClusterWithNode(t *testing.T) *cluster {
 	t.Helper()
 	c := startCluster(t)
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: volumeplugintest.NodeName}}
 	if _, err := c.client.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// startPeer runs a real peer (scripts/peers/path.sh name) with args until the test ends,
-// logging to a file that is printed if the test fails.
-func startPeer(t *testing.T, name string, args ...string) {
-	t.Helper()
-	logf, err := os.CreateTemp("", "kcsi-vp-"+name+".*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(logf.Name()) }) // runs after the process's cleanup
-	runUntilTestEnds(t, name, logf, peerBinary(t, name), args...)
 }
 
 // clientAs is a client of user (one of KCSI_APISERVER_USERS) with its own user agent, as a

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/volume"
+
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 // TestVerifyExhaustedResourceIsTrueOnlyForTheAttachTheDriversLimitRefused: the real hostpath
@@ -22,12 +24,12 @@ import (
 // volume and false for the attached one, as upstream's csiPlugin.VerifyExhaustedResource
 // (pkg/volume/csi/csi_plugin.go) answers on the same objects.
 func TestVerifyExhaustedResourceIsTrueOnlyForTheAttachTheDriversLimitRefused(t *testing.T) {
-	needsRoot(t)
+	volumeplugintest.NeedsRoot(t)
 	c := startClusterWithNode(t)
 	ctx := context.Background()
 	// Attachable, and with the allocatable refresh period without which upstream never
 	// looks at the attachment (getNodeAllocatableUpdatePeriod).
-	driver := hostpathCSIDriver()
+	driver := volumeplugintest.HostpathCSIDriver()
 	attach, period := true, int64(10)
 	driver.Spec.AttachRequired = &attach
 	driver.Spec.NodeAllocatableUpdatePeriodSeconds = &period
@@ -35,7 +37,7 @@ func TestVerifyExhaustedResourceIsTrueOnlyForTheAttachTheDriversLimitRefused(t *
 		t.Fatal(err)
 	}
 	e := newEnvIn(t, c, "-enable-attach", "-attach-limit=1")
-	startPeer(t, "attacher", "--csi-address="+e.socket, "--kubeconfig="+c.kubeconfig, "--timeout=30s", "-v=5")
+	volumeplugintest.StartPeer(t, "attacher", "--csi-address="+e.Socket, "--kubeconfig="+c.kubeconfig, "--timeout=30s", "-v=5")
 
 	attached := e.attachThroughTheAttacher(t, c, "fits", func(va *storagev1.VolumeAttachment) bool { return va.Status.Attached })
 	refused := e.attachThroughTheAttacher(t, c, "over", func(va *storagev1.VolumeAttachment) bool {
@@ -43,7 +45,7 @@ func TestVerifyExhaustedResourceIsTrueOnlyForTheAttachTheDriversLimitRefused(t *
 		return err != nil && err.ErrorCode != nil && *err.ErrorCode == int32(codes.ResourceExhausted)
 	})
 
-	upstream := upstreamPluginOn(t, t.TempDir(), c.client, driver).(volume.AttachableVolumePlugin)
+	upstream := volumeplugintest.UpstreamPluginOn(t, t.TempDir(), c.client, driver).(volume.AttachableVolumePlugin)
 	for _, tc := range []struct {
 		name string
 		spec *volume.Spec
@@ -64,17 +66,17 @@ func TestVerifyExhaustedResourceIsTrueOnlyForTheAttachTheDriversLimitRefused(t *
 func (e *env) attachThroughTheAttacher(t *testing.T, c *cluster, name string, reached func(*storagev1.VolumeAttachment) bool) *volume.Spec {
 	t.Helper()
 	ctx := context.Background()
-	handle := e.createVolume(t, name, false)
-	spec := pvSpec("pv-"+name, handle, false)
+	handle := e.CreateVolume(t, name, false)
+	spec := volumeplugintest.PVSpec("pv-"+name, handle, false)
 	pv := spec.PersistentVolume.DeepCopy()
 	pv.Spec.Capacity = v1.ResourceList{v1.ResourceStorage: resource.MustParse("16Mi")}
 	if _, err := c.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The name upstream's getAttachmentName gives it.
-	vaName := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driverName+nodeName)))
+	vaName := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+volumeplugintest.DriverName+volumeplugintest.NodeName)))
 	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: vaName},
-		Spec: storagev1.VolumeAttachmentSpec{Attacher: driverName, NodeName: nodeName,
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: volumeplugintest.DriverName, NodeName: volumeplugintest.NodeName,
 			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv.Name}}}
 	if _, err := c.client.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -22,13 +22,14 @@ import (
 	"k8s.io/kubernetes/pkg/volume/csi"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 	"kcsi.dev/kcsi"
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 // The kubelet's identity under the Node authorizer, and the one the README once suggested
 // for the controller manager (it may list and watch everything, and create no
 // VolumeAttachment).
 const (
-	kubeletUser           = "system:node:" + nodeName
+	kubeletUser           = "system:node:" + volumeplugintest.NodeName
 	controllerManagerUser = "system:kube-controller-manager"
 )
 
@@ -59,7 +60,7 @@ func (c *cluster) role(t *testing.T, name string, rules ...rbacv1.PolicyRule) st
 
 func (c *cluster) createNode(t *testing.T) *v1.Node {
 	t.Helper()
-	n, err := c.client.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{})
+	n, err := c.client.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: volumeplugintest.NodeName}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,19 +119,19 @@ func TestRequestsGoOutAsTheVolumeHostsClientWithNoKubeconfigOfItsOwn(t *testing.
 	const agent = "kubelet-under-test/v1.36.3"
 	kubelet := c.clientAs(t, kubeletUser, agent)
 	c.bind(t, kubeletUser, "system:node", func() error {
-		_, err := kubelet.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+		_, err := kubelet.CoreV1().Nodes().Get(context.Background(), volumeplugintest.NodeName, metav1.GetOptions{})
 		return err
 	})
 	p := New(Config{})
 	t.Cleanup(p.Close)
-	host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), kubelet, nil, nodeName, nil, nil)
+	host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), kubelet, nil, volumeplugintest.NodeName, nil, nil)
 	if err := p.Init(host); err != nil {
 		t.Fatal(err)
 	}
 	if err := host.WaitForKubeletErrNil(); err != nil {
 		t.Fatalf("the CSINode start-up did not clear the kubelet's error: %v", err)
 	}
-	csinode, err := c.client.StorageV1().CSINodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	csinode, err := c.client.StorageV1().CSINodes().Get(context.Background(), volumeplugintest.NodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +197,10 @@ func TestInitSucceedsWhereUpstreamsDoesAndTheFirstCallSaysWhatIsWrong(t *testing
 			return asADC(volumetest.NewFakeAttachDetachVolumeHostWithCSINodeName(t, t.TempDir(), fake.NewClientset(), nil, "", nil, nil))
 		}, "has no HTTP client kcsi can send its requests through"},
 		{"a kubelet's host with a client kcsi cannot send through", Config{}, func(t *testing.T) volume.VolumeHost {
-			return volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), fake.NewClientset(), nil, nodeName, nil, nil)
+			return volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), fake.NewClientset(), nil, volumeplugintest.NodeName, nil, nil)
 		}, "has no HTTP client kcsi can send its requests through"},
 		{"an unreadable Config.Kubeconfig", Config{Kubeconfig: "/nonexistent/kcsi/kubeconfig"}, func(t *testing.T) volume.VolumeHost {
-			return volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, nil, nodeName, nil, nil)
+			return volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, nil, volumeplugintest.NodeName, nil, nil)
 		}, "/nonexistent/kcsi/kubeconfig"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,7 +216,7 @@ func TestInitSucceedsWhereUpstreamsDoesAndTheFirstCallSaysWhatIsWrong(t *testing
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("NewAttacher: %v, want an error with %q", err, tc.want)
 			}
-			if !p.CanSupport(pvSpec("pv", "h", false)) {
+			if !p.CanSupport(volumeplugintest.PVSpec("pv", "h", false)) {
 				t.Error("CanSupport of a CSI PersistentVolume is false")
 			}
 		})
@@ -231,11 +232,11 @@ func TestAKubeconfigThatAppearsAfterInitMakesTheHostWithoutACall(t *testing.T) {
 	later := filepath.Join(t.TempDir(), "kubeconfig")
 	p := New(Config{Kubeconfig: later})
 	t.Cleanup(p.Close)
-	host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, nil, nodeName, nil, nil)
+	host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, nil, volumeplugintest.NodeName, nil, nil)
 	if err := p.Init(host); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.CanAttach(pvSpec("pv", "h", false)); err == nil || !strings.Contains(err.Error(), later) {
+	if _, err := p.CanAttach(volumeplugintest.PVSpec("pv", "h", false)); err == nil || !strings.Contains(err.Error(), later) {
 		t.Fatalf("CanAttach before the kubeconfig exists: %v", err)
 	}
 	text, err := os.ReadFile(c.kubeconfig)
@@ -249,7 +250,7 @@ func TestAKubeconfigThatAppearsAfterInitMakesTheHostWithoutACall(t *testing.T) {
 	if err := host.WaitForKubeletErrNil(); err != nil {
 		t.Fatalf("the CSINode start-up did not clear the kubelet's error: %v", err)
 	}
-	if _, err := c.client.StorageV1().CSINodes().Get(context.Background(), nodeName, metav1.GetOptions{}); err != nil {
+	if _, err := c.client.StorageV1().CSINodes().Get(context.Background(), volumeplugintest.NodeName, metav1.GetOptions{}); err != nil {
 		t.Fatalf("CSINode: %v", err)
 	}
 }
@@ -270,7 +271,7 @@ func TestAKubeletThatMayNotCreateItsCSINodeIsToldWhoMayNotDoWhat(t *testing.T) {
 		_, err := kubelet.StorageV1().CSIDrivers().List(context.Background(), metav1.ListOptions{})
 		return err
 	})
-	_, refused := kubelet.StorageV1().CSINodes().Create(context.Background(), &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{})
+	_, refused := kubelet.StorageV1().CSINodes().Create(context.Background(), &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: volumeplugintest.NodeName}}, metav1.CreateOptions{})
 	if refused == nil {
 		t.Fatal("the kubelet's identity may create its CSINode")
 	}
@@ -278,7 +279,7 @@ func TestAKubeletThatMayNotCreateItsCSINodeIsToldWhoMayNotDoWhat(t *testing.T) {
 
 	p := New(Config{})
 	t.Cleanup(p.Close)
-	host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), kubelet, nil, nodeName, nil, nil)
+	host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), kubelet, nil, volumeplugintest.NodeName, nil, nil)
 	if err := p.Init(host); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func TestAControllerThatMayNotCreateVolumeAttachmentsGetsUpstreamsForbiddenError
 		_, err := client.StorageV1().VolumeAttachments().List(context.Background(), metav1.ListOptions{})
 		return err == nil
 	})
-	spec := pvSpec("pv-denied", "h-denied", false)
+	spec := volumeplugintest.PVSpec("pv-denied", "h-denied", false)
 	upstream := upstreamAttachError(t, client, spec)
 
 	p := New(Config{})
@@ -330,7 +331,7 @@ func TestAControllerThatMayNotCreateVolumeAttachmentsGetsUpstreamsForbiddenError
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Attach(spec, nodeName)
+	_, err = a.Attach(spec, volumeplugintest.NodeName)
 	if err == nil {
 		t.Fatal("Attach succeeded")
 	}
@@ -364,7 +365,7 @@ func upstreamAttachError(t *testing.T, client clientset.Interface, spec *volume.
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Attach(spec, nodeName)
+	_, err = a.Attach(spec, volumeplugintest.NodeName)
 	if err == nil {
 		t.Fatal("upstream's Attach succeeded")
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/volume"
 
 	"kcsi.dev/kcsi/internal/mountinfo"
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 // Volumes a killed kubelet left staged (kubernetes/kubernetes#85476), against the real hostpath
@@ -30,11 +31,11 @@ import (
 const orphanGrace = time.Second
 
 func TestAfterAKubeletRestart(t *testing.T) {
-	needsRoot(t)
+	volumeplugintest.NeedsRoot(t)
 	c := startClusterWithNode(t)
 	ctx := context.Background()
 	// Staging reads attachRequired from the CSIDriver.
-	if _, err := c.client.StorageV1().CSIDrivers().Create(ctx, hostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.StorageV1().CSIDrivers().Create(ctx, volumeplugintest.HostpathCSIDriver(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -60,12 +61,12 @@ func TestAfterAKubeletRestart(t *testing.T) {
 				t.Errorf("%s: %s is still there: %v", v.name, v.staging, err)
 			}
 		}
-		left, err := mountinfo.Under(e.root)
+		left, err := mountinfo.Under(e.Root)
 		if err != nil {
 			t.Fatalf("reading the mount table: %v", err)
 		}
 		for _, p := range left {
-			if p != e.root {
+			if p != e.Root {
 				t.Errorf("%s is still mounted", p)
 			}
 		}
@@ -111,7 +112,7 @@ func TestAfterAKubeletRestart(t *testing.T) {
 			if n := len(e.unstageCalls(t, v)); n != 0 {
 				t.Errorf("%s: NodeUnstageVolume called %d times while it is published", v.name, n)
 			}
-			if !isMountPoint(t, v.published) {
+			if !volumeplugintest.IsMountPoint(t, v.published) {
 				t.Errorf("%s: %s is no longer mounted", v.name, v.published)
 			}
 		}
@@ -148,8 +149,8 @@ type stagedVolume struct {
 
 func (e *env) stage(t *testing.T, name string, block bool) *stagedVolume {
 	t.Helper()
-	v := &stagedVolume{name: name, block: block, handle: e.createVolume(t, name, block)}
-	v.spec = pvSpec(name, v.handle, block)
+	v := &stagedVolume{name: name, block: block, handle: e.CreateVolume(t, name, block)}
+	v.spec = volumeplugintest.PVSpec(name, v.handle, block)
 	e.stageAgain(t, v)
 	return v
 }
@@ -172,7 +173,7 @@ func (e *env) leftStaged(t *testing.T, prefix string) (vols []*stagedVolume, con
 func (e *env) stageAgain(t *testing.T, v *stagedVolume) {
 	t.Helper()
 	if v.block {
-		bm, err := e.plugin.NewBlockVolumeMapper(v.spec, testPod("aaaaaaaa-0000-0000-0000-00000000ffff"))
+		bm, err := e.plugin.NewBlockVolumeMapper(v.spec, volumeplugintest.Pod("aaaaaaaa-0000-0000-0000-00000000ffff"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +197,7 @@ func (e *env) stageAgain(t *testing.T, v *stagedVolume) {
 // publish is the kubelet's SetUp (MapPodDevice) of v in a pod with uid.
 func (e *env) publish(t *testing.T, v *stagedVolume, uid string) {
 	t.Helper()
-	v.pod = testPod(uid)
+	v.pod = volumeplugintest.Pod(uid)
 	if v.block {
 		bm, err := e.plugin.NewBlockVolumeMapper(v.spec, v.pod)
 		if err != nil {
@@ -215,7 +216,7 @@ func (e *env) publish(t *testing.T, v *stagedVolume, uid string) {
 		}
 		v.published = m.GetPath()
 	}
-	if !isMountPoint(t, v.published) {
+	if !volumeplugintest.IsMountPoint(t, v.published) {
 		t.Fatalf("%s: %s is not mounted after publishing", v.name, v.published)
 	}
 }
@@ -240,7 +241,7 @@ func (e *env) unpublish(t *testing.T, v *stagedVolume) {
 			t.Fatal(err)
 		}
 	}
-	if isMountPoint(t, v.published) {
+	if volumeplugintest.IsMountPoint(t, v.published) {
 		t.Fatalf("%s: %s is still mounted after unpublishing", v.name, v.published)
 	}
 	if n := len(e.unstageCalls(t, v)); n != 0 {
@@ -263,7 +264,7 @@ func podUsing(t *testing.T, c *cluster, vols []*stagedVolume) *v1.Pod {
 	ctx := context.Background()
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "user", Namespace: "default"},
-		Spec:       v1.PodSpec{NodeName: nodeName, Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
+		Spec:       v1.PodSpec{NodeName: volumeplugintest.NodeName, Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
 	}
 	for _, v := range vols {
 		pv := v.spec.PersistentVolume.DeepCopy()
@@ -310,7 +311,7 @@ type driverCall struct {
 // unstageCalls are the NodeUnstageVolume calls of v the driver logged.
 func (e *env) unstageCalls(t *testing.T, v *stagedVolume) []driverCall {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(e.root, "driver.log"))
+	b, err := os.ReadFile(filepath.Join(e.Root, "driver.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +351,7 @@ func (e *env) waitUnstaged(t *testing.T, v *stagedVolume) {
 // driverStaged is where the driver's state file records the volume handle staged.
 func (e *env) driverStaged(t *testing.T, handle string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(e.state, "state.json"))
+	b, err := os.ReadFile(filepath.Join(e.State, "state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +381,7 @@ func TestWithoutAnAPIServerAVolumeStagedBeforeARestartStaysStaged(t *testing.T) 
 	e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000005")
 	e.unpublish(t, v)
 	e.plugin.Close()
-	e.startPlugin(t, Config{CSIDrivers: []any{hostpathCSIDriver()}, OrphanGracePeriod: time.Millisecond}, nil)
+	e.startPlugin(t, Config{CSIDrivers: []any{volumeplugintest.HostpathCSIDriver()}, OrphanGracePeriod: time.Millisecond}, nil)
 	time.Sleep(time.Second)
 	if n := len(e.unstageCalls(t, v)); n != 0 {
 		t.Errorf("NodeUnstageVolume called %d times without an API server", n)

@@ -10,6 +10,7 @@ import (
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 	volumetypes "k8s.io/kubernetes/pkg/volume/util/types"
 	"kcsi.dev/kcsi"
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 func TestNodeExpandErrorsThatMayBeInProgressAreFinalAsUpstreamWrapsThem(t *testing.T) {
@@ -35,7 +36,7 @@ func TestCSIDriversFromAVolumeHostWithoutAnInformerIsRefusedByTheFirstCall(t *te
 		want string
 	}{
 		"standalone": {Config{CSIDriversFromVolumeHost: true},
-			volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, nil, nodeName, nil, nil), "a kubelet VolumeHost with an API client"},
+			volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, nil, volumeplugintest.NodeName, nil, nil), "a kubelet VolumeHost with an API client"},
 		"not a kubelet's host": {Config{Kubeconfig: "/nonexistent/kubeconfig", CSIDriversFromVolumeHost: true},
 			volumetest.NewFakeVolumeHost(t, t.TempDir(), fake.NewSimpleClientset(), nil), "a kubelet VolumeHost with an API client"},
 	} {
@@ -43,7 +44,7 @@ func TestCSIDriversFromAVolumeHostWithoutAnInformerIsRefusedByTheFirstCall(t *te
 		if err := p.Init(tc.host); err != nil {
 			t.Errorf("%s: Init: %v", name, err)
 		}
-		_, err := p.CanAttach(pvSpec("pv", "h", false))
+		_, err := p.CanAttach(volumeplugintest.PVSpec("pv", "h", false))
 		p.Close()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: CanAttach: %v, want %q", name, err, tc.want)
@@ -52,7 +53,7 @@ func TestCSIDriversFromAVolumeHostWithoutAnInformerIsRefusedByTheFirstCall(t *te
 }
 
 func TestCSIOperationsLandInTheKubeletsLegacyRegistry(t *testing.T) {
-	needsRoot(t)
+	volumeplugintest.NeedsRoot(t)
 	newEnv(t) // registration sent NodeGetInfo
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
@@ -67,13 +68,13 @@ func TestCSIOperationsLandInTheKubeletsLegacyRegistry(t *testing.T) {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["driver_name"] == driverName && labels["method_name"] == "/csi.v1.Node/NodeGetInfo" &&
+			if labels["driver_name"] == volumeplugintest.DriverName && labels["method_name"] == "/csi.v1.Node/NodeGetInfo" &&
 				labels["grpc_status_code"] == "OK" && labels["migrated"] == "false" &&
 				m.GetHistogram().GetSampleCount() >= 1 {
 				return
 			}
 		}
-		t.Fatalf("no NodeGetInfo sample of %s in %v", driverName, mf)
+		t.Fatalf("no NodeGetInfo sample of %s in %v", volumeplugintest.DriverName, mf)
 	}
 	t.Fatal("csi_operations_seconds is not in legacyregistry")
 }

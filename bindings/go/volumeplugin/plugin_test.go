@@ -13,6 +13,7 @@ import (
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 	volumetypes "k8s.io/kubernetes/pkg/volume/util/types"
 	"kcsi.dev/kcsi"
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 func TestProbeVolumePluginsReturnsOnePluginNamedKubernetesIoCSI(t *testing.T) {
@@ -68,16 +69,16 @@ func TestNodeExpandErrorsGetUpstreamsTypes(t *testing.T) {
 
 func TestCallsBeforeInitFailWithoutPanicking(t *testing.T) {
 	p := New(Config{})
-	if _, err := p.GetVolumeName(pvSpec("pv", "h", false)); !errors.Is(err, errNotInitialized) {
+	if _, err := p.GetVolumeName(volumeplugintest.PVSpec("pv", "h", false)); !errors.Is(err, errNotInitialized) {
 		t.Errorf("GetVolumeName: %v", err)
 	}
-	if p.CanSupport(pvSpec("pv", "h", false)) {
+	if p.CanSupport(volumeplugintest.PVSpec("pv", "h", false)) {
 		t.Error("CanSupport before Init")
 	}
-	if err := p.RegistrationHandler().ValidatePlugin(driverName, "/x.sock", []string{"1.0.0"}); !errors.Is(err, errNotInitialized) {
+	if err := p.RegistrationHandler().ValidatePlugin(volumeplugintest.DriverName, "/x.sock", []string{"1.0.0"}); !errors.Is(err, errNotInitialized) {
 		t.Errorf("ValidatePlugin: %v", err)
 	}
-	p.RegistrationHandler().DeRegisterPlugin(driverName, "/x.sock")
+	p.RegistrationHandler().DeRegisterPlugin(volumeplugintest.DriverName, "/x.sock")
 }
 
 func TestBadInputReturnsErrorsNotPanics(t *testing.T) {
@@ -93,19 +94,19 @@ func TestBadInputReturnsErrorsNotPanics(t *testing.T) {
 	if p.CanSupport(nil) || p.CanSupport(hostPath) || p.CanSupport(&volume.Spec{}) {
 		t.Error("CanSupport accepted a non-CSI spec")
 	}
-	if _, err := p.NewMounter(nil, testPod("u1")); err == nil {
+	if _, err := p.NewMounter(nil, volumeplugintest.Pod("u1")); err == nil {
 		t.Error("NewMounter(nil spec)")
 	}
-	if _, err := p.NewMounter(hostPath, testPod("u1")); err == nil {
+	if _, err := p.NewMounter(hostPath, volumeplugintest.Pod("u1")); err == nil {
 		t.Error("NewMounter of a hostPath volume")
 	}
-	if _, err := p.NewMounter(pvSpec("pv", "h", false), nil); err == nil {
+	if _, err := p.NewMounter(volumeplugintest.PVSpec("pv", "h", false), nil); err == nil {
 		t.Error("NewMounter(nil pod)")
 	}
-	if _, err := p.NewMounter(pvSpec("pv", "h", false), testPod("")); err == nil {
+	if _, err := p.NewMounter(volumeplugintest.PVSpec("pv", "h", false), volumeplugintest.Pod("")); err == nil {
 		t.Error("NewMounter of a pod without UID")
 	}
-	if _, err := p.NewBlockVolumeMapper(pvSpec("pv", "h", true), testPod("")); err == nil {
+	if _, err := p.NewBlockVolumeMapper(volumeplugintest.PVSpec("pv", "h", true), volumeplugintest.Pod("")); err == nil {
 		t.Error("NewBlockVolumeMapper of a pod without UID")
 	}
 	if _, err := p.NewUnmounter("pv", ""); err == nil {
@@ -123,7 +124,7 @@ func TestBadInputReturnsErrorsNotPanics(t *testing.T) {
 	if _, err := p.NodeExpand(volume.NodeResizeOptions{}); err == nil {
 		t.Error("NodeExpand without spec")
 	}
-	if _, err := p.ConstructVolumeSpec("pv", filepath.Join(e.root, "pods", "u1", "volumes", "kubernetes.io~csi", "pv")); err == nil {
+	if _, err := p.ConstructVolumeSpec("pv", filepath.Join(e.Root, "pods", "u1", "volumes", "kubernetes.io~csi", "pv")); err == nil {
 		t.Error("ConstructVolumeSpec without vol_data.json")
 	}
 	a, err := p.NewAttacher()
@@ -133,7 +134,7 @@ func TestBadInputReturnsErrorsNotPanics(t *testing.T) {
 	if _, err := a.GetDeviceMountPath(nil); err == nil {
 		t.Error("GetDeviceMountPath(nil)")
 	}
-	if _, err := a.Attach(pvSpec("pv", "h", false), nodeName); err == nil {
+	if _, err := a.Attach(volumeplugintest.PVSpec("pv", "h", false), volumeplugintest.NodeName); err == nil {
 		t.Error("Attach must be refused on the node")
 	}
 }
@@ -141,12 +142,12 @@ func TestBadInputReturnsErrorsNotPanics(t *testing.T) {
 func TestQueriesAnswerLikeUpstream(t *testing.T) {
 	e := newEnv(t)
 	p := e.plugin
-	pv := pvSpec("pv", `odd"handle\with/chars-ü`, false)
+	pv := volumeplugintest.PVSpec("pv", `odd"handle\with/chars-ü`, false)
 	name, err := p.GetVolumeName(pv)
-	if err != nil || name != driverName+`^odd"handle\with/chars-ü` {
+	if err != nil || name != volumeplugintest.DriverName+`^odd"handle\with/chars-ü` {
 		t.Errorf("GetVolumeName = %q, %v", name, err)
 	}
-	inline := volume.NewSpecFromVolume(&v1.Volume{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: driverName}}})
+	inline := volume.NewSpecFromVolume(&v1.Volume{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: volumeplugintest.DriverName}}})
 	if _, err := p.GetVolumeName(inline); err == nil {
 		t.Error("GetVolumeName of an inline volume must fail, as upstream")
 	}
@@ -173,17 +174,17 @@ func TestQueriesAnswerLikeUpstream(t *testing.T) {
 // GetVolumeName and CanSupport answer common specs in Go: the answers (and whether there is an
 // error) must be kcsi's own, through the C API with the whole spec, and upstream's.
 func TestGoAnsweredQueriesAgreeWithKcsiAndUpstream(t *testing.T) {
-	p := New(Config{CSIDrivers: []any{hostpathCSIDriver()}})
+	p := New(Config{CSIDrivers: []any{volumeplugintest.HostpathCSIDriver()}})
 	t.Cleanup(p.Close)
-	volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, []volume.VolumePlugin{p}, nodeName, nil, nil)
-	up := upstreamPlugin(t, t.TempDir())
-	inline := &v1.Volume{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: driverName}}}
-	both := pvSpec("both", "h", false)
+	volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), nil, []volume.VolumePlugin{p}, volumeplugintest.NodeName, nil, nil)
+	up := volumeplugintest.UpstreamPlugin(t, t.TempDir())
+	inline := &v1.Volume{Name: "eph", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: volumeplugintest.DriverName}}}
+	both := volumeplugintest.PVSpec("both", "h", false)
 	both.Volume = inline
 	specs := map[string]*volume.Spec{
-		"csi pv":         pvSpec("pv", "h", false),
-		"odd handle":     pvSpec("pv", `odd"handle\with/chars-ü^x`, false),
-		"empty handle":   pvSpec("pv", "", false),
+		"csi pv":         volumeplugintest.PVSpec("pv", "h", false),
+		"odd handle":     volumeplugintest.PVSpec("pv", `odd"handle\with/chars-ü^x`, false),
+		"empty handle":   volumeplugintest.PVSpec("pv", "", false),
 		"inline":         volume.NewSpecFromVolume(inline),
 		"pv without csi": volume.NewSpecFromPersistentVolume(&v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "nfs"}}, false),
 		"both":           both,
@@ -214,9 +215,9 @@ func TestGoAnsweredQueriesAgreeWithKcsiAndUpstream(t *testing.T) {
 func TestPersistentVolumeStagesPublishesAndTearsDownThroughTheDriver(t *testing.T) {
 	e := newEnv(t)
 	p := e.plugin
-	handle := e.createVolume(t, "vol-fs", false)
-	spec := pvSpec("pv-fs", handle, false)
-	pod := testPod("11111111-2222-3333-4444-555555555555")
+	handle := e.CreateVolume(t, "vol-fs", false)
+	spec := volumeplugintest.PVSpec("pv-fs", handle, false)
+	pod := volumeplugintest.Pod("11111111-2222-3333-4444-555555555555")
 
 	a, err := p.NewDeviceMounter()
 	if err != nil {
@@ -226,7 +227,7 @@ func TestPersistentVolumeStagesPublishesAndTearsDownThroughTheDriver(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(dmp, filepath.Join(e.root, "plugins/kubernetes.io/csi", driverName)) || filepath.Base(dmp) != "globalmount" {
+	if !strings.HasPrefix(dmp, filepath.Join(e.Root, "plugins/kubernetes.io/csi", volumeplugintest.DriverName)) || filepath.Base(dmp) != "globalmount" {
 		t.Errorf("device mount path %s", dmp)
 	}
 	if err := a.MountDevice(spec, "", dmp, volume.DeviceMounterArgs{}); err != nil {
@@ -236,14 +237,14 @@ func TestPersistentVolumeStagesPublishesAndTearsDownThroughTheDriver(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := filepath.Join(e.root, "pods", string(pod.UID), "volumes/kubernetes.io~csi/pv-fs/mount")
+	want := filepath.Join(e.Root, "pods", string(pod.UID), "volumes/kubernetes.io~csi/pv-fs/mount")
 	if m.GetPath() != want {
 		t.Errorf("GetPath = %s, want %s", m.GetPath(), want)
 	}
 	if err := m.SetUp(volume.MounterArgs{}); err != nil {
 		t.Fatal(err)
 	}
-	if !isMountPoint(t, want) {
+	if !volumeplugintest.IsMountPoint(t, want) {
 		t.Fatalf("%s is not mounted after SetUp", want)
 	}
 	if attrs := m.GetAttributes(); attrs.ReadOnly || !attrs.Managed {
@@ -252,7 +253,7 @@ func TestPersistentVolumeStagesPublishesAndTearsDownThroughTheDriver(t *testing.
 	if err := os.WriteFile(filepath.Join(want, "hello"), []byte("through the bind mount"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(filepath.Join(e.state, handle, "hello")); err != nil || string(b) != "through the bind mount" {
+	if b, err := os.ReadFile(filepath.Join(e.State, handle, "hello")); err != nil || string(b) != "through the bind mount" {
 		t.Errorf("the file did not land in the driver's volume: %q, %v", b, err)
 	}
 	mt, err := m.GetMetrics()
@@ -267,7 +268,7 @@ func TestPersistentVolumeStagesPublishesAndTearsDownThroughTheDriver(t *testing.
 	if rv.Spec.PersistentVolume == nil || rv.Spec.PersistentVolume.Spec.CSI.VolumeHandle != handle || rv.Spec.Name() != "pv-fs" {
 		t.Errorf("reconstructed %+v", rv.Spec)
 	}
-	if name, err := p.GetVolumeName(rv.Spec); err != nil || name != driverName+"^"+handle {
+	if name, err := p.GetVolumeName(rv.Spec); err != nil || name != volumeplugintest.DriverName+"^"+handle {
 		t.Errorf("reconstructed volume name %q, %v", name, err)
 	}
 
@@ -298,8 +299,8 @@ func TestPersistentVolumeStagesPublishesAndTearsDownThroughTheDriver(t *testing.
 
 func TestSetUpWithoutARegisteredDriverIsTransient(t *testing.T) {
 	e := newEnv(t)
-	e.plugin.RegistrationHandler().DeRegisterPlugin(driverName, e.socket)
-	m, err := e.plugin.NewMounter(pvSpec("pv", "h", false), testPod("u2"))
+	e.plugin.RegistrationHandler().DeRegisterPlugin(volumeplugintest.DriverName, e.Socket)
+	m, err := e.plugin.NewMounter(volumeplugintest.PVSpec("pv", "h", false), volumeplugintest.Pod("u2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,9 +314,9 @@ func TestSetUpWithoutARegisteredDriverIsTransient(t *testing.T) {
 func TestBlockVolumeMapsAndUnmapsThroughTheDriver(t *testing.T) {
 	e := newEnv(t)
 	p := e.plugin
-	handle := e.createVolume(t, "vol-block", true)
-	spec := pvSpec("pv-block", handle, true)
-	pod := testPod("66666666-2222-3333-4444-555555555555")
+	handle := e.CreateVolume(t, "vol-block", true)
+	spec := volumeplugintest.PVSpec("pv-block", handle, true)
+	pod := volumeplugintest.Pod("66666666-2222-3333-4444-555555555555")
 
 	bm, err := p.NewBlockVolumeMapper(spec, pod)
 	if err != nil {
@@ -381,18 +382,18 @@ func TestBlockVolumeMapsAndUnmapsThroughTheDriver(t *testing.T) {
 }
 
 func TestSELinuxContextMountFollowsTheGateAndTheCSIDriver(t *testing.T) {
-	needsRoot(t)
+	volumeplugintest.NeedsRoot(t)
 	root := t.TempDir()
 	on := true
-	d := hostpathCSIDriver()
+	d := volumeplugintest.HostpathCSIDriver()
 	d.Spec.SELinuxMount = &on
 	for _, c := range []struct {
 		gate bool
 		want bool
 	}{{false, false}, {true, true}} {
 		p := New(Config{CSIDrivers: []any{d}, FeatureGates: map[string]bool{"SELinuxMountReadWriteOncePod": c.gate}})
-		volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, root, nil, []volume.VolumePlugin{p}, nodeName, nil, nil)
-		got, err := p.SupportsSELinuxContextMount(pvSpec("pv", "h", false))
+		volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, root, nil, []volume.VolumePlugin{p}, volumeplugintest.NodeName, nil, nil)
+		got, err := p.SupportsSELinuxContextMount(volumeplugintest.PVSpec("pv", "h", false))
 		if err != nil || got != c.want {
 			t.Errorf("gate %v: SupportsSELinuxContextMount = %v, %v; want %v", c.gate, got, err, c.want)
 		}

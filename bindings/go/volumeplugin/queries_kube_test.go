@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/volume"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
+
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 // CanAttach of a plain CSI PersistentVolume is answered from the binding's cache while kcsi's
@@ -38,11 +40,11 @@ func canAttachFollowsItsCSIDriver(t *testing.T, fromVolumeHost bool) *Plugin {
 	p := New(Config{Kubeconfig: c.kubeconfig, CSIDriversFromVolumeHost: fromVolumeHost})
 	t.Cleanup(p.Close)
 	if !fromVolumeHost {
-		volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, []volume.VolumePlugin{p}, nodeName, nil, nil)
+		volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, []volume.VolumePlugin{p}, volumeplugintest.NodeName, nil, nil)
 	} else {
 		// The fake host makes its informer factory only after it initialised its plugins,
 		// where the kubelet's has it before: Init the plugin on it afterwards.
-		host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, nil, nodeName, nil, nil)
+		host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), c.client, nil, volumeplugintest.NodeName, nil, nil)
 		if err := p.Init(host); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +54,7 @@ func canAttachFollowsItsCSIDriver(t *testing.T, fromVolumeHost bool) *Plugin {
 		host.GetInformerFactory().Start(stop)
 	}
 	const driver = "cache.csi.example.com"
-	spec := pvSpec("pv-cache", "h-cache", false)
+	spec := volumeplugintest.PVSpec("pv-cache", "h-cache", false)
 	spec.PersistentVolume.Spec.CSI.Driver = driver
 	waitCanAttach := func(want bool, what string) {
 		t.Helper()

@@ -11,6 +11,8 @@ import (
 	"k8s.io/kubernetes/pkg/volume"
 	"k8s.io/kubernetes/pkg/volume/csi"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
+
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 // TestARestartedKubeletClearsItsCSINodeErrorWithoutRecreatingTheCSINode: after a kubelet
@@ -34,7 +36,7 @@ func TestARestartedKubeletClearsItsCSINodeErrorWithoutRecreatingTheCSINode(t *te
 	}
 	boot := func(init func(volume.VolumeHost) error) time.Duration {
 		t.Helper()
-		host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), kubelet, nil, nodeName, nil, nil)
+		host := volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, t.TempDir(), kubelet, nil, volumeplugintest.NodeName, nil, nil)
 		start := time.Now()
 		if err := init(host); err != nil {
 			t.Fatal(err)
@@ -53,7 +55,7 @@ func TestARestartedKubeletClearsItsCSINodeErrorWithoutRecreatingTheCSINode(t *te
 	}
 	withKcsi := kcsiWith(Config{})
 	boot(withKcsi) // the first boot creates the CSINode
-	before, err := c.client.StorageV1().CSINodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	before, err := c.client.StorageV1().CSINodes().Get(context.Background(), volumeplugintest.NodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestARestartedKubeletClearsItsCSINodeErrorWithoutRecreatingTheCSINode(t *te
 		ownClientTook = append(ownClientTook, boot(kcsiWith(Config{Kubeconfig: c.kubeconfig})))
 		upstreamTook = append(upstreamTook, boot(func(host volume.VolumeHost) error { return csi.ProbeVolumePlugins()[0].Init(host) }))
 	}
-	after, err := c.client.StorageV1().CSINodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	after, err := c.client.StorageV1().CSINodes().Get(context.Background(), volumeplugintest.NodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

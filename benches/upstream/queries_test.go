@@ -1,4 +1,4 @@
-package volumeplugin
+package upstream
 
 import (
 	"fmt"
@@ -9,7 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/volume"
-	volumetest "k8s.io/kubernetes/pkg/volume/testing"
+
+	"kcsi.dev/kcsi"
+	"kcsi.dev/kcsi/volumeplugin"
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 // The kubelet's reconciler asks GetVolumeName, CanSupport and CanAttach of every volume every
@@ -28,13 +31,13 @@ func benchSpecs() []*volume.Spec {
 	specs := make([]*volume.Spec, 0, benchPods*benchVolumesPerPod)
 	for i := range benchPods * benchVolumesPerPod {
 		uid := fmt.Sprintf("3f1c2a9e-8d1b-4b7e-9a55-%012d", i)
-		pv := pvSpec("pvc-"+uid, uid, false).PersistentVolume
-		pv.Labels = map[string]string{"topology.hostpath.csi/node": nodeName, "app": "database"}
-		pv.Annotations = map[string]string{"pv.kubernetes.io/provisioned-by": driverName, "volume.kubernetes.io/provisioner-deletion-secret-name": ""}
+		pv := volumeplugintest.PVSpec("pvc-"+uid, uid, false).PersistentVolume
+		pv.Labels = map[string]string{"topology.hostpath.csi/node": volumeplugintest.NodeName, "app": "database"}
+		pv.Annotations = map[string]string{"pv.kubernetes.io/provisioned-by": volumeplugintest.DriverName, "volume.kubernetes.io/provisioner-deletion-secret-name": ""}
 		pv.Spec.ClaimRef = &v1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "default", Name: fmt.Sprintf("data-db-%d", i), UID: "0c6f2e8d-9b11-4b7e-9a55-3f1c2a9e8d1b"}
 		pv.Spec.CSI.VolumeAttributes = map[string]string{"kind": "file", "storage.kubernetes.io/csiProvisionerIdentity": "1700000000000-8081-hostpath.csi.k8s.io"}
 		pv.Spec.NodeAffinity = &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
-			MatchExpressions: []v1.NodeSelectorRequirement{{Key: "topology.hostpath.csi/node", Operator: v1.NodeSelectorOpIn, Values: []string{nodeName}}},
+			MatchExpressions: []v1.NodeSelectorRequirement{{Key: "topology.hostpath.csi/node", Operator: v1.NodeSelectorOpIn, Values: []string{volumeplugintest.NodeName}}},
 		}}}}
 		pv.CreationTimestamp = metav1.Now()
 		specs = append(specs, volume.NewSpecFromPersistentVolume(pv, false))
@@ -42,11 +45,11 @@ func benchSpecs() []*volume.Spec {
 	return specs
 }
 
-func benchPlugins(b *testing.B) (kcsiPlugin *Plugin, upstream volume.VolumePlugin) {
-	p := New(Config{CSIDrivers: []any{hostpathCSIDriver()}})
+func benchPlugins(b *testing.B) (kcsiPlugin *volumeplugin.Plugin, upstream volume.VolumePlugin) {
+	p := volumeplugin.New(volumeplugin.Config{CSIDrivers: []any{volumeplugintest.HostpathCSIDriver()}})
 	b.Cleanup(p.Close)
-	volumetest.NewFakeKubeletVolumeHostWithCSINodeName(asT(b), b.TempDir(), nil, []volume.VolumePlugin{p}, nodeName, nil, nil)
-	return p, upstreamPlugin(b, b.TempDir())
+	volumeplugintest.KubeletHost(b, b.TempDir(), nil, p)
+	return p, volumeplugintest.UpstreamPlugin(b, b.TempDir())
 }
 
 func BenchmarkReconcilerQueries(b *testing.B) {
@@ -101,7 +104,7 @@ func BenchmarkGetVolumeNameFullSpec(b *testing.B) {
 	spec := benchSpecs()[0]
 	b.ReportAllocs()
 	for b.Loop() {
-		s, _ := kcsiSpec(spec)
+		s := kcsi.Spec{PersistentVolume: spec.PersistentVolume, ReadOnly: spec.ReadOnly}
 		if _, err := k.Host().VolumeName(s); err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package volumeplugin
+package upstream
 
 import (
 	"cmp"
@@ -24,13 +24,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubernetes/pkg/volume"
 	upstreamcsi "k8s.io/kubernetes/pkg/volume/csi"
+
+	"kcsi.dev/kcsi/volumeplugin"
+	"kcsi.dev/kcsi/volumeplugin/volumeplugintest"
 )
 
 // BenchmarkLifecycleVsUpstream takes volumes through their node lifecycle (MountDevice, SetUp,
 // TearDown, UnmountDevice; hostpath's CSIDriver needs no attach) in this one process, on one
 // real hostpath driver, three ways:
-//   - kcsi: this package's plugin, kcsi through its Go binding;
-//   - upstream: pkg/volume/csi v1.36.3 as the kubelet sets it up (see upstreamPlugin);
+//   - kcsi: kcsi.dev/kcsi/volumeplugin's plugin, kcsi through its Go binding;
+//   - upstream: pkg/volume/csi v1.36.3 as the kubelet sets it up (see volumeplugintest.UpstreamPlugin);
 //   - floor: the driver's RPCs alone (NodeStage, NodePublish, NodeUnpublish, NodeUnstage) on
 //     one persistent grpc-go connection, plus the directories both plugins make and remove at
 //     the kubelet's depths (CSI leaves the staging directory and the target's parent to the
@@ -57,7 +60,7 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 		rounds     = 8
 		dialPasses = 4
 	)
-	e, handles, contenders := benchContenders(b, volumes)
+	e, plugin, handles, contenders := benchContenders(b, volumes)
 	timeout := 10 * time.Second
 	for _, c := range contenders { // warm-up: first dials, first directories, lazy set-up
 		if _, err := c.run(0, handles[0], "warm"); err != nil {
@@ -87,24 +90,24 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 	rssAfter := rssMiB()
 
 	// Dials: every contender re-pointed at a counting relay in front of the driver's socket.
-	relay := startRelay(b, filepath.Join(e.root, "relay.sock"), e.socket)
-	kh := e.plugin.RegistrationHandler()
-	kh.DeRegisterPlugin(driverName, e.socket)
-	upstreamcsi.PluginHandler.DeRegisterPlugin(driverName, e.socket)
-	if err := kh.RegisterPlugin(driverName, relay.path, []string{"1.0.0"}, &timeout); err != nil {
+	relay := startRelay(b, filepath.Join(e.Root, "relay.sock"), e.Socket)
+	kh := plugin.RegistrationHandler()
+	kh.DeRegisterPlugin(volumeplugintest.DriverName, e.Socket)
+	upstreamcsi.PluginHandler.DeRegisterPlugin(volumeplugintest.DriverName, e.Socket)
+	if err := kh.RegisterPlugin(volumeplugintest.DriverName, relay.path, []string{"1.0.0"}, &timeout); err != nil {
 		b.Fatal(err)
 	}
-	if err := upstreamcsi.PluginHandler.RegisterPlugin(driverName, relay.path, []string{"1.0.0"}, &timeout); err != nil {
+	if err := upstreamcsi.PluginHandler.RegisterPlugin(volumeplugintest.DriverName, relay.path, []string{"1.0.0"}, &timeout); err != nil {
 		b.Fatal(err)
 	}
 	// Upstream's driver registry is package state: leave it empty for the next -count run.
-	b.Cleanup(func() { upstreamcsi.PluginHandler.DeRegisterPlugin(driverName, relay.path) })
+	b.Cleanup(func() { upstreamcsi.PluginHandler.DeRegisterPlugin(volumeplugintest.DriverName, relay.path) })
 	relayed, err := grpc.NewClient("unix://"+relay.path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer relayed.Close()
-	contenders[0].run = floorLifecycle{root: filepath.Join(e.root, "floor"), conn: relayed}.run
+	contenders[0].run = floorLifecycle{root: filepath.Join(e.Root, "floor"), conn: relayed}.run
 	for _, c := range contenders {
 		if _, err := c.run(0, handles[0], "dial-warm"); err != nil {
 			b.Fatalf("%s through the relay: %v", c.name, err)
@@ -154,39 +157,43 @@ func BenchmarkLifecycleVsUpstream(b *testing.B) {
 }
 
 // benchContenders starts the driver and both plugins on it, creates n volumes and returns
-// them with the floor, kcsi and upstream, in that order.
-func benchContenders(b *testing.B, n int) (*env, []string, []*lifecycleFigures) {
-	e := newEnv(b)
+// them with the floor, kcsi and upstream, in that order, and kcsi's plugin.
+func benchContenders(b *testing.B, n int) (*volumeplugintest.Node, *volumeplugin.Plugin, []string, []*lifecycleFigures) {
+	e := volumeplugintest.StartNode(b)
+	k := volumeplugin.New(volumeplugin.Config{CSIDrivers: []any{volumeplugintest.HostpathCSIDriver()}})
+	b.Cleanup(k.Close)
+	volumeplugintest.KubeletHost(b, e.Root, nil, k)
+	e.Register(b, k.RegistrationHandler())
 	upRoot := b.TempDir()
-	b.Cleanup(func() { unmountUnder(b, upRoot) })
-	up := upstreamPlugin(b, upRoot)
+	b.Cleanup(func() { volumeplugintest.UnmountUnder(b, upRoot) })
+	up := volumeplugintest.UpstreamPlugin(b, upRoot)
 	timeout := 10 * time.Second
-	if err := upstreamcsi.PluginHandler.RegisterPlugin(driverName, e.socket, []string{"1.0.0"}, &timeout); err != nil {
+	if err := upstreamcsi.PluginHandler.RegisterPlugin(volumeplugintest.DriverName, e.Socket, []string{"1.0.0"}, &timeout); err != nil {
 		b.Fatal(err)
 	}
 	handles := make([]string, n)
 	for i := range handles {
-		handles[i] = e.createVolume(b, fmt.Sprintf("bench-%d", i), false)
+		handles[i] = e.CreateVolume(b, fmt.Sprintf("bench-%d", i), false)
 	}
-	floor := floorLifecycle{root: filepath.Join(e.root, "floor"), conn: e.csi}
+	floor := floorLifecycle{root: filepath.Join(e.Root, "floor"), conn: e.CSI}
 	contenders := []*lifecycleFigures{
 		{name: "floor", run: floor.run},
-		{name: "kcsi", run: pluginLifecycle(e.plugin)},
+		{name: "kcsi", run: pluginLifecycle(k)},
 		{name: "upstream", run: pluginLifecycle(up)},
 	}
-	return e, handles, contenders
+	return e, k, handles, contenders
 }
 
 // BenchmarkLifecycleAlone runs one contender's lifecycles only (KCSI_BENCH_ALONE=floor, kcsi
 // or upstream; default kcsi), as LifecycleVsUpstream's rounds do, for a profiler to attribute
-// the process's samples to it: perf record -g ./volumeplugin.test -test.bench LifecycleAlone.
-// Prints ms and this process's CPU ms per volume.
+// the process's samples to it: go test -c here, then perf record -g ./upstream.test -test.bench
+// LifecycleAlone. Prints ms and this process's CPU ms per volume.
 func BenchmarkLifecycleAlone(b *testing.B) {
 	const volumes, sequential, parRounds, rounds = 16, 24, 2, 8
 	name := cmp.Or(os.Getenv("KCSI_BENCH_ALONE"), "kcsi")
-	e, handles, contenders := benchContenders(b, volumes)
+	e, _, handles, contenders := benchContenders(b, volumes)
 	// Upstream's driver registry is package state: leave it empty for the next benchmark.
-	b.Cleanup(func() { upstreamcsi.PluginHandler.DeRegisterPlugin(driverName, e.socket) })
+	b.Cleanup(func() { upstreamcsi.PluginHandler.DeRegisterPlugin(volumeplugintest.DriverName, e.Socket) })
 	at := slices.IndexFunc(contenders, func(c *lifecycleFigures) bool { return c.name == name })
 	if at < 0 {
 		b.Fatalf("KCSI_BENCH_ALONE=%s: not floor, kcsi or upstream", name)
@@ -331,7 +338,7 @@ func pluginLifecycle(p volume.VolumePlugin) func(i int, handle, tag string) (ste
 	dp := p.(volume.DeviceMountableVolumePlugin)
 	return func(i int, handle, tag string) (stepTimes, error) {
 		clock := startSteps()
-		spec := pvSpec(fmt.Sprintf("pv-bench-%d", i), handle, false)
+		spec := volumeplugintest.PVSpec(fmt.Sprintf("pv-bench-%d", i), handle, false)
 		pod := &v1.Pod{}
 		pod.Name, pod.Namespace, pod.UID = "bench-"+tag, "default", types.UID(benchUID(tag))
 		dm, err := dp.NewDeviceMounter()
