@@ -19,6 +19,8 @@ pub enum End {
 pub struct Failure {
     pub what: String,
     pub breaks: &'static str,
+    /// No answer reached the kubelet: the connection broke (Unavailable, no driver status).
+    pub unanswered: bool,
 }
 
 impl End {
@@ -28,6 +30,7 @@ impl End {
             End::Fail(f) => End::Fail(Failure {
                 what: format!("{prefix}{}", f.what),
                 breaks,
+                unanswered: f.unanswered,
             }),
             skip => skip,
         }
@@ -59,6 +62,7 @@ pub struct Case {
 pub fn fail(breaks: &'static str) -> impl FnOnce(kcsi::Error) -> End {
     move |e| {
         End::Fail(Failure {
+            unanswered: e.kind() == kcsi::ErrorKind::Unavailable && e.grpc_code().is_none(),
             what: e.message().to_string(),
             breaks,
         })
@@ -70,6 +74,7 @@ pub fn check(what: impl Into<String>, breaks: &'static str) -> End {
     End::Fail(Failure {
         what: what.into(),
         breaks,
+        unanswered: false,
     })
 }
 
@@ -224,6 +229,48 @@ pub const CASES: &[Case] = &[
          answers OK with the volume usable",
         ["hang:NodePublishVolume"],
         true
+    ),
+    case!(
+        "crash.kill-stage",
+        crash::kill_stage,
+        "the driver killed inside NodeStageVolume (after it staged, before its answer): the \
+         call fails with no answer, the driver is restarted, and the kubelet's retry answers OK \
+         with the volume usable (needs --driver-command)",
+        ["kill:NodeStageVolume"],
+        false
+    ),
+    case!(
+        "crash.kill-publish",
+        crash::kill_publish,
+        "the driver killed inside NodePublishVolume: no answer, restarted, the retry answers \
+         OK with the volume usable (needs --driver-command)",
+        ["kill:NodePublishVolume"],
+        false
+    ),
+    case!(
+        "crash.kill-unpublish",
+        crash::kill_unpublish,
+        "the driver killed inside NodeUnpublishVolume: no answer, restarted, the retry answers \
+         OK and the target is no longer mounted (needs --driver-command)",
+        ["kill:NodeUnpublishVolume"],
+        false
+    ),
+    case!(
+        "crash.kill-unstage",
+        crash::kill_unstage,
+        "the driver killed inside NodeUnstageVolume: no answer, restarted, the retry answers \
+         OK and nothing stays mounted (needs --driver-command)",
+        ["kill:NodeUnstageVolume"],
+        false
+    ),
+    case!(
+        "crash.kill-expand",
+        crash::kill_expand,
+        "the driver killed inside NodeExpandVolume of a published volume: no answer, \
+         restarted, the retry answers OK and the stats show the new size (needs \
+         --driver-command)",
+        ["kill:NodeExpandVolume"],
+        false
     ),
     case!(
         "crash.reconstruct",

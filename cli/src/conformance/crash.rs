@@ -1,13 +1,18 @@
 //! The kubelet's crash paths: a stage or publish whose answer is lost (the call times out after
-//! the driver did the work) and its retry, and a kubelet restart that rebuilds its volumes from
-//! vol_data.json before tearing them down.
+//! the driver did the work) and its retry; the driver killed inside each call, restarted, and
+//! the call retried as the uncertain operation it is; and a kubelet restart that rebuilds its
+//! volumes from vol_data.json before tearing them down.
+
+use std::time::Duration;
 
 use kcsi::reconstruct::construct_volume_spec;
 use kcsi::unique_volume_name;
 
 use super::case::{check, fail, End, Outcome};
 use super::ctx::{Ctx, VolumeWish};
+use super::stats::{cannot_expand, grow, grown, node_expand_at};
 use super::upstream;
+use crate::node::Volume;
 use crate::probe;
 
 /// The first attempt must fail (the fault withheld its answer); anything else means the
@@ -104,5 +109,155 @@ pub async fn reconstruct(c: &mut Ctx) -> Outcome {
     Ok(format!(
         "rebuilt {} from vol_data.json, torn down by the restarted kubelet",
         v.spec_name
+    ))
+}
+
+/// How long a driver killed inside a call gets to be gone.
+const DIES_WITHIN: Duration = Duration::from_secs(2);
+
+/// The first attempt of `rpc` must have lost its answer to the kill (no status: the connection
+/// broke) and the driver the suite started must be gone; then it is started again.
+async fn killed_inside<T>(
+    c: &mut Ctx,
+    first: Result<T, End>,
+    rpc: &str,
+    breaks: &'static str,
+) -> Result<(), End> {
+    let driver = c.owned_driver()?;
+    let f = match first {
+        Ok(_) => {
+            return Err(check(
+                format!("{rpc} answered OK: the kill the suite set up did not land inside it"),
+                breaks,
+            ))
+        }
+        Err(End::Skip(why)) => return Err(End::Skip(why)),
+        Err(End::Fail(f)) => f,
+    };
+    if !f.unanswered {
+        return Err(check(
+            format!(
+                "{rpc} failed, but with an answer, not the lost connection of a driver \
+                 killed inside it: {}",
+                f.what
+            ),
+            breaks,
+        ));
+    }
+    if !driver.exits_within(DIES_WITHIN).await {
+        return Err(check(
+            format!(
+                "{rpc} lost its answer ({}), but the driver the suite started still runs \
+                 {DIES_WITHIN:?} later: the kill did not land inside the call",
+                f.what
+            ),
+            breaks,
+        ));
+    }
+    c.restart_driver(breaks).await
+}
+
+fn after_restart(breaks: &'static str) -> impl Fn(End) -> End {
+    move |e| e.blame(breaks, "the retry against the restarted driver: ")
+}
+
+/// A filesystem volume for a kill case: the skip when the suite cannot restart the driver.
+async fn kill_volume(c: &mut Ctx) -> Result<Volume, End> {
+    c.owned_driver()?;
+    c.volume(&VolumeWish::default()).await
+}
+
+pub async fn kill_stage(c: &mut Ctx) -> Outcome {
+    if !c.facts.node.stage_unstage {
+        return Err(End::Skip(
+            "the driver has no STAGE_UNSTAGE_VOLUME (the kubelet never calls NodeStageVolume)"
+                .into(),
+        ));
+    }
+    let v = kill_volume(c).await?;
+    let first = c.stage(&v).await;
+    killed_inside(c, first, "NodeStageVolume", upstream::KILL_STAGE).await?;
+    c.stage(&v)
+        .await
+        .map_err(after_restart(upstream::KILL_STAGE))?;
+    let path = c.publish(&v).await?;
+    let io = probe::filesystem(&path, false).map_err(fail(upstream::KILL_STAGE))?;
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "killed inside NodeStageVolume, restarted, the retry staged; {io}"
+    ))
+}
+
+pub async fn kill_publish(c: &mut Ctx) -> Outcome {
+    let v = kill_volume(c).await?;
+    c.stage(&v).await?;
+    let first = c.publish(&v).await;
+    killed_inside(c, first, "NodePublishVolume", upstream::KILL_PUBLISH).await?;
+    let path = c
+        .publish(&v)
+        .await
+        .map_err(after_restart(upstream::KILL_PUBLISH))?;
+    let io = probe::filesystem(&path, false).map_err(fail(upstream::KILL_PUBLISH))?;
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "killed inside NodePublishVolume, restarted, the retry published; {io}"
+    ))
+}
+
+pub async fn kill_unpublish(c: &mut Ctx) -> Outcome {
+    let v = kill_volume(c).await?;
+    let path = c.set_up(&v).await?;
+    let first = c.unpublish(&v).await;
+    killed_inside(c, first, "NodeUnpublishVolume", upstream::KILL_UNPUBLISH).await?;
+    c.unpublish(&v)
+        .await
+        .map_err(after_restart(upstream::KILL_UNPUBLISH))?;
+    if kcsi::is_mount_point(&path).unwrap_or(false) {
+        return Err(check(
+            format!(
+                "the retried NodeUnpublishVolume answered OK, but {} is still mounted",
+                path.display()
+            ),
+            upstream::KILL_UNPUBLISH,
+        ));
+    }
+    c.unstage(&v).await?;
+    c.nothing_mounted(upstream::KILL_UNPUBLISH)?;
+    Ok("killed inside NodeUnpublishVolume, restarted, the retry unpublished".into())
+}
+
+pub async fn kill_unstage(c: &mut Ctx) -> Outcome {
+    if !c.facts.node.stage_unstage {
+        return Err(End::Skip(
+            "the driver has no STAGE_UNSTAGE_VOLUME (the kubelet never calls NodeUnstageVolume)"
+                .into(),
+        ));
+    }
+    let v = kill_volume(c).await?;
+    c.set_up(&v).await?;
+    c.unpublish(&v).await?;
+    let first = c.unstage(&v).await;
+    killed_inside(c, first, "NodeUnstageVolume", upstream::KILL_UNSTAGE).await?;
+    c.unstage(&v)
+        .await
+        .map_err(after_restart(upstream::KILL_UNSTAGE))?;
+    c.nothing_mounted(upstream::KILL_UNSTAGE)?;
+    Ok("killed inside NodeUnstageVolume, restarted, the retry unstaged".into())
+}
+
+pub async fn kill_expand(c: &mut Ctx) -> Outcome {
+    cannot_expand(c)?;
+    let v = kill_volume(c).await?;
+    let path = c.set_up(&v).await?;
+    grow(c, &v, upstream::KILL_EXPAND).await?;
+    let first = node_expand_at(c, &v, &path).await;
+    killed_inside(c, first, "NodeExpandVolume", upstream::KILL_EXPAND).await?;
+    node_expand_at(c, &v, &path)
+        .await
+        .map_err(after_restart(upstream::KILL_EXPAND))?;
+    let note = grown(c, &v, &path, upstream::KILL_EXPAND).await?;
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "killed inside NodeExpandVolume, restarted, the retry expanded{note}"
     ))
 }

@@ -16,6 +16,7 @@ use tonic::transport::Channel;
 
 use super::case::{fail, End, Failure};
 use super::facts::Facts;
+use super::owned::OwnedDriver;
 use super::upstream;
 use crate::args::VolumeArgs;
 use crate::driver::{self, NewVolume};
@@ -65,6 +66,8 @@ pub struct Ctx {
     pub facts: Arc<Facts>,
     /// Mount options the driver says it honours (`--mount-option`).
     pub mount_options: Vec<String>,
+    /// The driver's process, when the suite runs it (`--driver-command`).
+    pub driver: Option<Arc<OwnedDriver>>,
     /// The deadline of each CSI call.
     pub timeout: Duration,
     pub root: PathBuf,
@@ -73,6 +76,7 @@ pub struct Ctx {
     pub channel: Channel,
     /// Straight at the driver: clean-up must not meet the case's faults.
     direct: Channel,
+    socket: PathBuf,
     proxy_socket: PathBuf,
     proxy: JoinHandle<()>,
     agent: Option<NodeAgent>,
@@ -121,11 +125,13 @@ impl Ctx {
         });
         Ok(Ctx {
             mount_options: Vec::new(),
+            driver: None,
             timeout,
             root,
             node_name: node::node_name(&None),
             channel: driver::channel(&proxy_socket),
             direct: driver::channel(socket),
+            socket: socket.to_path_buf(),
             proxy: tokio::spawn(proxy.run()),
             proxy_socket,
             agent: None,
@@ -165,6 +171,7 @@ impl Ctx {
             End::Fail(Failure {
                 what: format!("kcsi cannot start its host: {what}"),
                 breaks: upstream::REGISTER,
+                unanswered: false,
             })
         };
         let csidriver = serde_json::from_value(self.csidriver.clone())
@@ -201,6 +208,31 @@ impl Ctx {
         let info = self.register(&agent).await;
         self.agent = Some(agent);
         info
+    }
+
+    /// The driver process the suite runs, or the skip of a case that must restart it.
+    pub fn owned_driver(&self) -> Result<Arc<OwnedDriver>, End> {
+        self.driver.clone().ok_or_else(|| {
+            End::Skip(
+                "the suite does not run the driver, so cannot restart it after killing it \
+                 (give --driver-command)"
+                    .into(),
+            )
+        })
+    }
+
+    /// Starts the killed driver again, as its DaemonSet would; the channels dial it afresh.
+    pub async fn restart_driver(&mut self, breaks: &'static str) -> Result<(), End> {
+        self.owned_driver()?.restart().await.map_err(|what| {
+            End::Fail(Failure {
+                what: format!("cannot restart the killed driver: {what}"),
+                breaks,
+                unanswered: false,
+            })
+        })?;
+        self.channel = driver::channel(&self.proxy_socket);
+        self.direct = driver::channel(&self.socket);
+        Ok(())
     }
 
     pub fn agent(&self) -> Result<&NodeAgent, End> {
@@ -299,6 +331,7 @@ impl Ctx {
             End::Fail(Failure {
                 what: e.0,
                 breaks: upstream::PROVISION,
+                unanswered: false,
             })
         })?;
         self.placed.push(Placed {
@@ -409,6 +442,7 @@ impl Ctx {
                 list.join(", ")
             ),
             breaks,
+            unanswered: false,
         }))
     }
 
