@@ -290,6 +290,16 @@ const BROKEN: &[(&str, &[&str], &str)] = &[
         "error:NodeExpandVolume@2:Internal",
     ),
     ("crash.reconstruct", &[], "error:NodeUnstageVolume:Internal"),
+    (
+        "crash.vol-data-missing",
+        &[],
+        "error:NodeUnpublishVolume:NotFound",
+    ),
+    (
+        "crash.vol-data-empty",
+        &[],
+        "error:NodeUnstageVolume@2:NotFound",
+    ),
 ];
 
 fn fails_under_a_fault(name: &str, flags: &[&str], fault: &str) {

@@ -279,6 +279,20 @@ pub const CASES: &[Case] = &[
          re-registers with the same node ID, and unpublishes and unstages what the old kubelet \
          set up"
     ),
+    case!(
+        "crash.vol-data-missing",
+        crash::vol_data_missing,
+        "a published volume whose pod vol_data.json is gone after a kubelet restart (the \
+         kubelet can rebuild nothing from it) is unpublished at its target and unstaged at its \
+         global mount path by handle alone, each call answering OK twice, and nothing stays \
+         mounted"
+    ),
+    case!(
+        "crash.vol-data-empty",
+        crash::vol_data_empty,
+        "the same with the pod's and the global vol_data.json 0 bytes long (a crash between \
+         creating and writing them)"
+    ),
 ];
 
 /// Whether `name` matches `pattern`: the exact name, a group prefix (`volume` or `volume.`),

@@ -10,10 +10,12 @@ use kcsi::unique_volume_name;
 
 use super::case::{check, fail, End, Outcome};
 use super::ctx::{Ctx, VolumeWish};
+use super::rpc;
 use super::stats::{cannot_expand, grow, grown, node_expand_at};
 use super::upstream;
 use crate::node::Volume;
 use crate::probe;
+use crate::steps;
 
 /// The first attempt must fail (the fault withheld its answer); anything else means the
 /// fault never reached the call.
@@ -259,5 +261,88 @@ pub async fn kill_expand(c: &mut Ctx) -> Outcome {
     c.tear_down(&v).await?;
     Ok(format!(
         "killed inside NodeExpandVolume, restarted, the retry expanded{note}"
+    ))
+}
+
+/// How a crash left a volume's vol_data.json.
+#[derive(Clone, Copy, PartialEq)]
+enum Lost {
+    /// The pod volume dir's file is gone (kubernetes#101911, #116847).
+    Missing,
+    /// The pod's and the global file are 0 bytes (a crash between create and write, #108217).
+    Empty,
+}
+
+pub async fn vol_data_missing(c: &mut Ctx) -> Outcome {
+    vol_data_lost(c, Lost::Missing).await
+}
+
+pub async fn vol_data_empty(c: &mut Ctx) -> Outcome {
+    vol_data_lost(c, Lost::Empty).await
+}
+
+/// A published volume, its vol_data.json lost as `how` says, a kubelet restart, then the
+/// clean-up a kubelet can make from the PersistentVolume alone: NodeUnpublishVolume at the
+/// target and NodeUnstageVolume at the global mount path, each twice.
+async fn vol_data_lost(c: &mut Ctx, how: Lost) -> Outcome {
+    let breaks = upstream::VOL_DATA_LOST;
+    let v = c.volume(&VolumeWish::default()).await?;
+    let target = c.set_up(&v).await?;
+    let host = c.agent()?;
+    let dir = host
+        .layout()
+        .pod_volume_dir(&v.pod_uid, &v.spec_name)
+        .map_err(fail(breaks))?;
+    let staging = steps::staging_path(host, &v).map_err(fail(breaks))?;
+    let mut files = vec![dir.join("vol_data.json")];
+    if how == Lost::Empty {
+        files.extend(staging.parent().map(|p| p.join("vol_data.json")));
+    }
+    for f in &files {
+        let done = match how {
+            Lost::Missing => std::fs::remove_file(f),
+            Lost::Empty => std::fs::File::create(f).map(drop),
+        };
+        done.map_err(|e| check(format!("cannot break {}: {e}", f.display()), breaks))?;
+    }
+    c.restart().await?;
+    let host = c.agent()?;
+    // Upstream's reconstruction fails here too; the note says why, in the file reader's words.
+    let rebuilt = construct_volume_spec(host, &unique_volume_name(&v.driver, &v.handle), &dir)
+        .err()
+        .map_or("rebuilt it all the same".into(), |e| {
+            let why = e.message().rsplit(": ").next().unwrap_or_default();
+            format!("cannot rebuild it ({why})")
+        });
+    for n in ["", " repeated"] {
+        rpc::node_unpublish(&c.channel, &v.handle, &target, c.timeout)
+            .await
+            .map_err(|e| fail(breaks)(e).blame(breaks, &format!("NodeUnpublishVolume{n}: ")))?;
+    }
+    if kcsi::is_mount_point(&target).unwrap_or(false) {
+        return Err(check(
+            format!(
+                "NodeUnpublishVolume answered OK, but {} is still mounted",
+                target.display()
+            ),
+            breaks,
+        ));
+    }
+    if c.facts.node.stage_unstage {
+        for n in ["", " repeated"] {
+            rpc::node_unstage(&c.channel, &v.handle, &staging, c.timeout)
+                .await
+                .map_err(|e| fail(breaks)(e).blame(breaks, &format!("NodeUnstageVolume{n}: ")))?;
+        }
+    }
+    c.torn_down(&v);
+    c.nothing_mounted(breaks)?;
+    Ok(format!(
+        "{}; the restarted kubelet {rebuilt}; unpublished and unstaged by handle and path, \
+         each twice",
+        match how {
+            Lost::Missing => "the pod's vol_data.json removed",
+            Lost::Empty => "the pod's and the global vol_data.json emptied",
+        }
     ))
 }

@@ -416,6 +416,14 @@ impl Ctx {
         Ok(())
     }
 
+    /// Forgets that `v` is staged and published: the case unpublished and unstaged it itself.
+    pub fn torn_down(&mut self, v: &Volume) {
+        if let Some(p) = self.placed(v) {
+            p.staged = false;
+            p.published = false;
+        }
+    }
+
     /// Stage then publish: the pod's path.
     pub async fn set_up(&mut self, v: &Volume) -> Result<PathBuf, End> {
         self.stage(v).await?;

@@ -143,3 +143,14 @@ pending, and the kubelet calls it again on its next pass against the restarted d
 must answer OK for a volume its predecessor may already have grown \
 (pkg/volume/csi/expander.go NodeExpand; pkg/volume/util/operationexecutor/node_expander.go \
 expandOnPlugin)";
+
+pub const VOL_DATA_LOST: &str = "a volume dir whose vol_data.json is missing (deleted while \
+still mounted, kubernetes#101911, #116847) or empty (a crash mid-write, #108217) can be neither \
+rebuilt nor torn down from the file: ConstructVolumeSpec and NewUnmounter fail on it \
+(pkg/volume/csi/csi_plugin.go ConstructVolumeSpec, NewUnmounter, loadVolumeData; \
+pkg/kubelet/volumemanager/reconciler/reconstruct_common.go cleanupMounts) and the pod stays \
+Terminating. The clean-up that works takes driver and handle from the PersistentVolume and \
+calls NodeUnpublishVolume on the pod's target path and NodeUnstageVolume on the global mount \
+path, retrying until OK (pkg/volume/csi/csi_mounter.go TearDownAt, csi_attacher.go \
+UnmountDevice): the driver must answer both from volume_id and path alone, with no volume \
+context, secrets or file of the kubelet's, again when repeated, and unmount what it mounted";
