@@ -246,6 +246,11 @@ const BROKEN: &[(&str, &[&str], &str)] = &[
     ("stats.condition", &[], "error:NodeGetVolumeStats:Internal"),
     ("expand.online", &[], "error:NodeExpandVolume:Internal"),
     (
+        "expand.offline",
+        &[],
+        "error:NodeExpandVolume:FailedPrecondition",
+    ),
+    (
         "attach.controller-publish",
         &["-enable-attach"],
         "error:ControllerUnpublishVolume@2:NotFound",

@@ -203,6 +203,13 @@ pub const CASES: &[Case] = &[
          and NodeGetVolumeStats then reports at least the new size"
     ),
     case!(
+        "expand.offline",
+        stats::expand_offline,
+        "after ControllerExpandVolume of a staged volume no pod uses, NodeExpandVolume at the \
+         staging path (before NodePublishVolume) answers OK, the volume then publishes usable \
+         and NodeGetVolumeStats reports at least the new size"
+    ),
+    case!(
         "attach.controller-publish",
         attach::controller_publish,
         "ControllerPublishVolume with NodeGetInfo's node ID answers OK, again on a repeat, and \

@@ -9,6 +9,7 @@ use super::ctx::{Ctx, VolumeWish};
 use super::upstream;
 use crate::driver;
 use crate::node::Volume;
+use crate::probe;
 use crate::steps;
 
 /// A published filesystem volume, or the skip of a driver without GET_VOLUME_STATS.
@@ -165,5 +166,37 @@ pub async fn expand_online(c: &mut Ctx) -> Outcome {
     c.tear_down(&v).await?;
     Ok(format!(
         "controller capacity {bytes} B (node expansion required: {node_needed}){note}"
+    ))
+}
+
+pub async fn expand_offline(c: &mut Ctx) -> Outcome {
+    cannot_expand(c)?;
+    if !c.facts.node.stage_unstage {
+        return Err(End::Skip(
+            "the driver has no STAGE_UNSTAGE_VOLUME (the kubelet expands a volume no pod uses \
+             at its staging path)"
+                .into(),
+        ));
+    }
+    let breaks = upstream::EXPAND_OFFLINE;
+    let v = c.volume(&VolumeWish::default()).await?;
+    c.stage(&v).await?;
+    let (bytes, _) = grow(c, &v, breaks).await?;
+    let staging = steps::staging_path(c.agent()?, &v).map_err(fail(breaks))?;
+    let expanded = node_expand_at(c, &v, &staging)
+        .await
+        .map_err(|e| e.blame(breaks, "at the staging path, before NodePublishVolume: "))?;
+    if !expanded {
+        return Err(check(
+            "NodeExpandVolume was not called although the driver has EXPAND_VOLUME",
+            breaks,
+        ));
+    }
+    let path = c.publish(&v).await?;
+    let io = probe::filesystem(&path, false).map_err(fail(breaks))?;
+    let note = grown(c, &v, &path, breaks).await?;
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "controller capacity {bytes} B, expanded at the staging path before publish{note}; {io}"
     ))
 }

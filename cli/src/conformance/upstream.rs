@@ -154,3 +154,9 @@ calls NodeUnpublishVolume on the pod's target path and NodeUnstageVolume on the 
 path, retrying until OK (pkg/volume/csi/csi_mounter.go TearDownAt, csi_attacher.go \
 UnmountDevice): the driver must answer both from volume_id and path alone, with no volume \
 context, secrets or file of the kubelet's, again when repeated, and unmount what it mounted";
+
+pub const EXPAND_OFFLINE: &str = "a volume resized while no pod used it is expanded by the \
+kubelet at its next mount, after MountDevice and before SetUp: NodeExpandVolume with volume_path \
+and staging_target_path both the global mount path; an error fails the mount and the pod does \
+not start (pkg/volume/util/operationexecutor/operation_generator.go GenerateMountVolumeFunc, \
+expandVolumeDuringMount; pkg/volume/csi/expander.go NodeExpand)";
