@@ -42,6 +42,11 @@ fn conformance(driver: &mut DriverProcess, extra: &[&str]) -> (Option<i32>, Valu
 /// of its own: the exit code and the report, after checking that the driver's dir holds no
 /// mount and that every case dir is gone.
 fn conformance_at(driver: &DriverProcess, extra: &[&str]) -> (Option<i32>, Value) {
+    let (code, report, _) = conformance_with_stderr(driver, extra);
+    (code, report)
+}
+
+fn conformance_with_stderr(driver: &DriverProcess, extra: &[&str]) -> (Option<i32>, Value, String) {
     let endpoint = format!("unix://{}", driver.endpoint());
     let mut args = vec!["--json", "conformance", "--endpoint", &endpoint];
     args.extend(extra);
@@ -60,7 +65,8 @@ fn conformance_at(driver: &DriverProcess, extra: &[&str]) -> (Option<i32>, Value
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    (out.status.code(), report)
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), report, stderr)
 }
 
 /// Case name → verdict.
@@ -242,6 +248,11 @@ const BROKEN: &[(&str, &[&str], &str)] = &[
         &[],
         "error:NodePublishVolume:InvalidArgument",
     ),
+    (
+        "volume.secrets",
+        &[],
+        "error:NodeStageVolume:Unauthenticated",
+    ),
     ("stats.usage", &[], "error:NodeGetVolumeStats:Internal"),
     ("stats.condition", &[], "error:NodeGetVolumeStats:Internal"),
     ("expand.online", &[], "error:NodeExpandVolume:Internal"),
@@ -348,6 +359,63 @@ fn without_the_driver_command_the_kill_cases_are_skipped_naming_it() {
         assert_eq!(verdict, "skip", "{name}: {report:#}");
         let reason = case(&report, &name)["reason"].as_str().unwrap();
         assert!(reason.contains("--driver-command"), "{reason}");
+    }
+}
+
+/// The secrets `volume.secrets` sends: (the call, key, value), as in cli/src/conformance/ctx.rs.
+const SECRETS: &[(&str, &str, &str)] = &[
+    (
+        "NodeStageVolume",
+        "kcsi-conformance-stage",
+        "kcsi-stage-secret-3f9c1e",
+    ),
+    (
+        "NodePublishVolume",
+        "kcsi-conformance-publish",
+        "kcsi-publish-secret-8b27d4",
+    ),
+    (
+        "ControllerPublishVolume",
+        "kcsi-conformance-attach",
+        "kcsi-attach-secret-c41a90",
+    ),
+];
+
+#[test]
+fn secrets_reach_the_driver_and_no_value_shows_in_the_report() {
+    let mut driver = DriverProcess::hostpath("node-1", &["-enable-attach"]);
+    let dir = short_tempdir("kcsi-secrets");
+    let junit = dir.path().join("junit.xml");
+    let junit_arg = junit.display().to_string();
+    let command = driver.shell_command();
+    driver.kill();
+    let (code, report, stderr) = conformance_with_stderr(
+        &driver,
+        &[
+            "--driver-command",
+            &command,
+            "--case",
+            "volume.secrets",
+            "--junit",
+            &junit_arg,
+        ],
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+    let shown = [
+        report.to_string(),
+        stderr,
+        std::fs::read_to_string(&junit).unwrap(),
+    ];
+    for (call, key, value) in SECRETS {
+        // hostpath logs each request with its secrets in clear: the driver got them.
+        assert_eq!(
+            driver.last_request(call)["secrets"][key],
+            *value,
+            "{call} carried {key}"
+        );
+        for text in &shown {
+            assert!(!text.contains(value), "{value} shown: {text}");
+        }
     }
 }
 

@@ -185,6 +185,13 @@ pub const CASES: &[Case] = &[
          and service account, and the driver still publishes"
     ),
     case!(
+        "volume.secrets",
+        volume::secrets,
+        "with the PV's stage and publish secrets (and the controller publish secret when the \
+         driver attaches), NodeStageVolume, NodePublishVolume and ControllerPublishVolume \
+         carry them, the volume is usable, and no secret value shows in the suite's report"
+    ),
+    case!(
         "stats.usage",
         stats::usage,
         "NodeGetVolumeStats of a published volume answers bytes (and inodes) the kubelet's \

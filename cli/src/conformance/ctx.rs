@@ -2,8 +2,9 @@
 //! registered at that proxy, and the volumes it made, attached, staged and published, so
 //! that clean-up undoes exactly those whatever the case did.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kcsi::proto::csi;
@@ -39,6 +40,36 @@ pub struct VolumeWish {
     pub attach: bool,
     /// The pod's fsGroup.
     pub fs_group: Option<i64>,
+    /// Send [`SECRETS`] as the PV's stage, publish and controller publish secrets.
+    pub secrets: bool,
+}
+
+/// The secrets a volume with [`VolumeWish::secrets`] sends: (the call, key, value), by the
+/// secrets file's (csi-sanity's) key for the call.
+pub const SECRETS: &[(&str, &str, &str)] = &[
+    (
+        "NodeStageVolume",
+        "kcsi-conformance-stage",
+        "kcsi-stage-secret-3f9c1e",
+    ),
+    (
+        "NodePublishVolume",
+        "kcsi-conformance-publish",
+        "kcsi-publish-secret-8b27d4",
+    ),
+    (
+        "ControllerPublishVolume",
+        "kcsi-conformance-attach",
+        "kcsi-attach-secret-c41a90",
+    ),
+];
+
+fn secret_of(call: &str) -> HashMap<String, String> {
+    SECRETS
+        .iter()
+        .filter(|s| s.0 == call)
+        .map(|s| (s.1.to_string(), s.2.to_string()))
+        .collect()
 }
 
 impl Default for VolumeWish {
@@ -51,6 +82,7 @@ impl Default for VolumeWish {
             bytes: 10 << 20,
             attach: true,
             fs_group: None,
+            secrets: false,
         }
     }
 }
@@ -79,6 +111,8 @@ pub struct Ctx {
     socket: PathBuf,
     proxy_socket: PathBuf,
     proxy: JoinHandle<()>,
+    /// (method, request text) of each call through the proxy, as the runner gets them too.
+    requests: Arc<Mutex<Vec<(String, String)>>>,
     agent: Option<NodeAgent>,
     csidriver: Value,
     created: Vec<String>,
@@ -117,8 +151,21 @@ impl Ctx {
         let root = dir.path().join("root");
         std::fs::create_dir(&root).map_err(|e| format!("cannot make {}: {e}", root.display()))?;
         let proxy_socket = dir.path().join("csi.sock");
-        let proxy = FaultProxy::bind(&proxy_socket, socket, faults, false, Some(events))
+        let (tap, mut tapped) = mpsc::unbounded_channel();
+        let proxy = FaultProxy::bind(&proxy_socket, socket, faults, false, Some(tap))
             .map_err(|e| format!("cannot listen on {}: {e}", proxy_socket.display()))?;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        // Ends once the proxy and its connections, which hold the sender, are gone.
+        tokio::spawn(async move {
+            while let Some(e) = tapped.recv().await {
+                if let Event::Request { method, text } = &e {
+                    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    seen.push((method.clone(), text.clone()));
+                }
+                let _ = events.send(e);
+            }
+        });
         let csidriver = json!({
             "metadata": {"name": facts.driver},
             "spec": {"attachRequired": facts.publish_unpublish},
@@ -134,6 +181,7 @@ impl Ctx {
             socket: socket.to_path_buf(),
             proxy: tokio::spawn(proxy.run()),
             proxy_socket,
+            requests,
             agent: None,
             csidriver,
             created: Vec::new(),
@@ -297,7 +345,11 @@ impl Ctx {
                     access_mode: mode,
                     read_only: w.read_only,
                     volume_context: Default::default(),
-                    secrets: Default::default(),
+                    secrets: if w.secrets {
+                        secret_of("ControllerPublishVolume")
+                    } else {
+                        Default::default()
+                    },
                 },
                 self.timeout,
             )
@@ -306,6 +358,11 @@ impl Ctx {
             publish_context.extend(context);
         }
         let n = self.placed.len();
+        let secrets = if w.secrets {
+            Some(self.secrets_file()?)
+        } else {
+            None
+        };
         let args = VolumeArgs {
             name: Some(format!("pv-{n}")),
             block: w.block,
@@ -316,7 +373,7 @@ impl Ctx {
             access_mode: w.access_mode.to_string(),
             attributes: Vec::new(),
             publish_context,
-            secrets: None,
+            secrets,
             pod_uid: format!("kcsi-conformance-pod-{n}"),
         };
         let attributes = created.volume_context.into_iter().collect();
@@ -340,6 +397,32 @@ impl Ctx {
             published: false,
         });
         Ok(v)
+    }
+
+    /// [`SECRETS`]' node secrets as a secrets file in the case's dir, as kcsi reads them.
+    fn secrets_file(&self) -> Result<PathBuf, End> {
+        let file = self._dir.path().join("secrets.json");
+        let text = json!({
+            "NodeStageVolumeSecret": secret_of("NodeStageVolume"),
+            "NodePublishVolumeSecret": secret_of("NodePublishVolume"),
+        });
+        std::fs::write(&file, text.to_string()).map_err(|e| {
+            End::Fail(Failure {
+                what: format!("cannot write {}: {e}", file.display()),
+                breaks: "nothing of the driver's: the suite could not set up the case",
+                unanswered: false,
+            })
+        })?;
+        Ok(file)
+    }
+
+    /// The text of each request this case's proxy has seen for `method`, oldest first.
+    pub fn requests(&self, method: &str) -> Vec<String> {
+        let seen = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        seen.iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, text)| text.clone())
+            .collect()
     }
 
     fn placed(&mut self, v: &Volume) -> Option<&mut Placed> {

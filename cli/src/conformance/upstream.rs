@@ -160,3 +160,10 @@ kubelet at its next mount, after MountDevice and before SetUp: NodeExpandVolume 
 and staging_target_path both the global mount path; an error fails the mount and the pod does \
 not start (pkg/volume/util/operationexecutor/operation_generator.go GenerateMountVolumeFunc, \
 expandVolumeDuringMount; pkg/volume/csi/expander.go NodeExpand)";
+
+pub const SECRETS: &str = "the kubelet reads the PV's nodeStageSecretRef and \
+nodePublishSecretRef Secrets and sends them as the secrets of NodeStageVolume and \
+NodePublishVolume (pkg/volume/csi/csi_attacher.go MountDevice, csi_mounter.go SetUpAt, \
+csi_util.go getCredentialsFromSecret), the external-attacher controllerPublishSecretRef's in \
+ControllerPublishVolume (external-attacher pkg/controller/csi_handler.go syncAttach); a driver \
+that needs them must mount with them, and no log or report may show their values";
