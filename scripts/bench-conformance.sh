@@ -28,10 +28,14 @@ start() { # start FLAGS...: a fresh hostpath driver on $work/csi.sock
 
 now() { date +%s.%N; }
 
-conformance() { # conformance LABEL: one timed run, its counts from --json
-  local t0 t1 out
+conformance() { # conformance LABEL FLAGS: one timed run, its counts from --json
+  local t0 t1 out cmd
+  # The suite runs the driver itself (so the crash.kill-* cases can restart it): ours stops.
+  stop
+  rm -f "$work/csi.sock"
+  cmd="exec '$hostpath' --endpoint='unix://$work/csi.sock' --nodeid=bench-node --statedir='$work/state' --drivername=hostpath.csi.k8s.io $2 >>'$work/driver.log' 2>&1"
   t0=$(now)
-  out=$("$kcsi" --json conformance --endpoint "unix://$work/csi.sock" || true)
+  out=$("$kcsi" --json conformance --endpoint "unix://$work/csi.sock" --driver-command "$cmd" || true)
   t1=$(now)
   python3 -c 'import json,sys
 r = json.loads(sys.argv[1]); v = [c["verdict"] for c in r["cases"]]
@@ -54,11 +58,12 @@ sanity_node() { # sanity_node LABEL: one timed csi-sanity Node suite
 
 echo "kcsi conformance vs. csi-sanity (Node Service), hostpath $(basename "$(dirname "$hostpath")"), $rounds rounds, $(nproc) cores"
 for flags in "" "-enable-attach -attach-limit=2"; do
+  rm -rf "$work/state"
+  for r in $(seq "$rounds"); do
+    conformance "kcsi conformance ${flags:-(plain)} #$r" "$flags"
+  done
   # shellcheck disable=SC2086
   start $flags
-  for r in $(seq "$rounds"); do
-    conformance "kcsi conformance ${flags:-(plain)} #$r"
-  done
   for r in $(seq "$rounds"); do
     sanity_node "csi-sanity Node ${flags:-(plain)} #$r"
   done

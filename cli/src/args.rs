@@ -322,6 +322,11 @@ pub struct ConformanceArgs {
     /// to see a case fail.
     #[arg(long, value_name = "FAULT")]
     pub fault: Vec<Fault>,
+    /// The shell command that runs the driver, listening on --endpoint: the suite starts it,
+    /// starts it again after the crash.kill-* cases kill it inside a call, and stops it at the
+    /// end. Without it those cases are skipped.
+    #[arg(long, value_name = "COMMAND")]
+    pub driver_command: Option<String>,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {

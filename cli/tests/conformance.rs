@@ -1,8 +1,10 @@
 //! `kcsi conformance` against the real csi-driver-host-path: every applicable case passes on
 //! the plain driver, with `-enable-attach` and with `-attach-limit`; each case fails, by name,
 //! under a fault that breaks what it checks (through the suite's fault proxy), and hostpath
-//! fails the mount-options case when required to honour an option it drops; a socket that is no CSI driver and a driver that hangs
-//! each get one line; the JUnit file parses (with Python's XML parser) and says the same.
+//! fails the mount-options case when required to honour an option it drops; the suite runs the
+//! driver itself (`--driver-command`) so the kill cases can restart it, and skips them without
+//! it; a socket that is no CSI driver and a driver that hangs each get one line; the JUnit file
+//! parses (with Python's XML parser) and says the same.
 
 use kcsi_testkit as common;
 
@@ -26,10 +28,25 @@ fn run(args: &[&str]) -> Output {
         .expect("run kcsi")
 }
 
+/// `kcsi --json conformance` with the suite running `driver` itself (`--driver-command`, so
+/// the kill cases apply): the process the test started is stopped first.
+fn conformance(driver: &mut DriverProcess, extra: &[&str]) -> (Option<i32>, Value) {
+    let command = driver.shell_command();
+    driver.kill();
+    let mut args = vec!["--driver-command", &command];
+    args.extend(extra);
+    conformance_at(driver, &args)
+}
+
 /// `kcsi --json conformance --endpoint <driver> <extra...>` with its case dirs in a temp dir
 /// of its own: the exit code and the report, after checking that the driver's dir holds no
 /// mount and that every case dir is gone.
-fn conformance(driver: &DriverProcess, extra: &[&str]) -> (Option<i32>, Value) {
+fn conformance_at(driver: &DriverProcess, extra: &[&str]) -> (Option<i32>, Value) {
+    let (code, report, _) = conformance_with_stderr(driver, extra);
+    (code, report)
+}
+
+fn conformance_with_stderr(driver: &DriverProcess, extra: &[&str]) -> (Option<i32>, Value, String) {
     let endpoint = format!("unix://{}", driver.endpoint());
     let mut args = vec!["--json", "conformance", "--endpoint", &endpoint];
     args.extend(extra);
@@ -48,7 +65,8 @@ fn conformance(driver: &DriverProcess, extra: &[&str]) -> (Option<i32>, Value) {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    (out.status.code(), report)
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), report, stderr)
 }
 
 /// Case name → verdict.
@@ -128,8 +146,8 @@ fn skipped_on(flags: &[&str]) -> Vec<&'static str> {
 }
 
 fn passes_every_applicable_case(flags: &[&str]) {
-    let driver = DriverProcess::hostpath("node-1", flags);
-    let (code, report) = conformance(&driver, &[]);
+    let mut driver = DriverProcess::hostpath("node-1", flags);
+    let (code, report) = conformance(&mut driver, &[]);
     let got = verdicts(&report);
     let skipped = skipped_on(flags);
     let want: BTreeMap<String, String> = all_cases()
@@ -230,9 +248,19 @@ const BROKEN: &[(&str, &[&str], &str)] = &[
         &[],
         "error:NodePublishVolume:InvalidArgument",
     ),
+    (
+        "volume.secrets",
+        &[],
+        "error:NodeStageVolume:Unauthenticated",
+    ),
     ("stats.usage", &[], "error:NodeGetVolumeStats:Internal"),
     ("stats.condition", &[], "error:NodeGetVolumeStats:Internal"),
     ("expand.online", &[], "error:NodeExpandVolume:Internal"),
+    (
+        "expand.offline",
+        &[],
+        "error:NodeExpandVolume:FailedPrecondition",
+    ),
     (
         "attach.controller-publish",
         &["-enable-attach"],
@@ -253,12 +281,46 @@ const BROKEN: &[(&str, &[&str], &str)] = &[
         &[],
         "error:NodePublishVolume@2:AlreadyExists",
     ),
+    (
+        "crash.kill-stage",
+        &[],
+        "error:NodeStageVolume@2:AlreadyExists",
+    ),
+    // The driver answers Unavailable itself: the call was answered, no kill landed in it.
+    (
+        "crash.kill-publish",
+        &[],
+        "error:NodePublishVolume:Unavailable",
+    ),
+    (
+        "crash.kill-unpublish",
+        &[],
+        "error:NodeUnpublishVolume@2:Internal",
+    ),
+    // The connection drops before the driver is called, and kcsi's client sends the call
+    // again on a new one: answered, no kill landed in it.
+    ("crash.kill-unstage", &[], "drop:NodeUnstageVolume"),
+    (
+        "crash.kill-expand",
+        &[],
+        "error:NodeExpandVolume@2:Internal",
+    ),
     ("crash.reconstruct", &[], "error:NodeUnstageVolume:Internal"),
+    (
+        "crash.vol-data-missing",
+        &[],
+        "error:NodeUnpublishVolume:NotFound",
+    ),
+    (
+        "crash.vol-data-empty",
+        &[],
+        "error:NodeUnstageVolume@2:NotFound",
+    ),
 ];
 
 fn fails_under_a_fault(name: &str, flags: &[&str], fault: &str) {
-    let driver = DriverProcess::hostpath("node-1", flags);
-    let (code, report) = conformance(&driver, &["--case", name, "--fault", fault]);
+    let mut driver = DriverProcess::hostpath("node-1", flags);
+    let (code, report) = conformance(&mut driver, &["--case", name, "--fault", fault]);
     assert_eq!(verdicts(&report).len(), 1, "{report:#}");
     let c = case(&report, name);
     assert_eq!(c["verdict"], "fail", "{fault}: {report:#}");
@@ -287,12 +349,83 @@ fn each_case_fails_by_name_under_a_fault_that_breaks_it() {
 }
 
 #[test]
+fn without_the_driver_command_the_kill_cases_are_skipped_naming_it() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let (code, report) = conformance_at(&driver, &["--case", "crash.kill-*"]);
+    assert_eq!(code, Some(0), "{report:#}");
+    let got = verdicts(&report);
+    assert_eq!(got.len(), 5, "{report:#}");
+    for (name, verdict) in got {
+        assert_eq!(verdict, "skip", "{name}: {report:#}");
+        let reason = case(&report, &name)["reason"].as_str().unwrap();
+        assert!(reason.contains("--driver-command"), "{reason}");
+    }
+}
+
+/// The secrets `volume.secrets` sends: (the call, key, value), as in cli/src/conformance/ctx.rs.
+const SECRETS: &[(&str, &str, &str)] = &[
+    (
+        "NodeStageVolume",
+        "kcsi-conformance-stage",
+        "kcsi-stage-secret-3f9c1e",
+    ),
+    (
+        "NodePublishVolume",
+        "kcsi-conformance-publish",
+        "kcsi-publish-secret-8b27d4",
+    ),
+    (
+        "ControllerPublishVolume",
+        "kcsi-conformance-attach",
+        "kcsi-attach-secret-c41a90",
+    ),
+];
+
+#[test]
+fn secrets_reach_the_driver_and_no_value_shows_in_the_report() {
+    let mut driver = DriverProcess::hostpath("node-1", &["-enable-attach"]);
+    let dir = short_tempdir("kcsi-secrets");
+    let junit = dir.path().join("junit.xml");
+    let junit_arg = junit.display().to_string();
+    let command = driver.shell_command();
+    driver.kill();
+    let (code, report, stderr) = conformance_with_stderr(
+        &driver,
+        &[
+            "--driver-command",
+            &command,
+            "--case",
+            "volume.secrets",
+            "--junit",
+            &junit_arg,
+        ],
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+    let shown = [
+        report.to_string(),
+        stderr,
+        std::fs::read_to_string(&junit).unwrap(),
+    ];
+    for (call, key, value) in SECRETS {
+        // hostpath logs each request with its secrets in clear: the driver got them.
+        assert_eq!(
+            driver.last_request(call)["secrets"][key],
+            *value,
+            "{call} carried {key}"
+        );
+        for text in &shown {
+            assert!(!text.contains(value), "{value} shown: {text}");
+        }
+    }
+}
+
+#[test]
 fn a_required_mount_option_the_driver_drops_fails_the_mount_options_case() {
     // hostpath v1.18 bind-mounts without the mount_flags it is sent (nodeserver.go
     // NodePublishVolume only logs them): required with --mount-option, noatime is missing.
-    let driver = DriverProcess::hostpath("node-1", &[]);
+    let mut driver = DriverProcess::hostpath("node-1", &[]);
     let (code, report) = conformance(
-        &driver,
+        &mut driver,
         &[
             "--case",
             "volume.mount-options",
@@ -309,12 +442,12 @@ fn a_required_mount_option_the_driver_drops_fails_the_mount_options_case() {
 
 #[test]
 fn junit_names_every_case_and_its_failure() {
-    let driver = DriverProcess::hostpath("node-1", &[]);
+    let mut driver = DriverProcess::hostpath("node-1", &[]);
     let dir = short_tempdir("kcsi-junit");
     let file = dir.path().join("junit.xml");
     let file_arg = file.display().to_string();
     let (code, report) = conformance(
-        &driver,
+        &mut driver,
         &[
             "--case",
             "registration",

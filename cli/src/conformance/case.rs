@@ -19,6 +19,8 @@ pub enum End {
 pub struct Failure {
     pub what: String,
     pub breaks: &'static str,
+    /// No answer reached the kubelet: the connection broke (Unavailable, no driver status).
+    pub unanswered: bool,
 }
 
 impl End {
@@ -28,6 +30,7 @@ impl End {
             End::Fail(f) => End::Fail(Failure {
                 what: format!("{prefix}{}", f.what),
                 breaks,
+                unanswered: f.unanswered,
             }),
             skip => skip,
         }
@@ -59,6 +62,7 @@ pub struct Case {
 pub fn fail(breaks: &'static str) -> impl FnOnce(kcsi::Error) -> End {
     move |e| {
         End::Fail(Failure {
+            unanswered: e.kind() == kcsi::ErrorKind::Unavailable && e.grpc_code().is_none(),
             what: e.message().to_string(),
             breaks,
         })
@@ -70,6 +74,7 @@ pub fn check(what: impl Into<String>, breaks: &'static str) -> End {
     End::Fail(Failure {
         what: what.into(),
         breaks,
+        unanswered: false,
     })
 }
 
@@ -180,6 +185,13 @@ pub const CASES: &[Case] = &[
          and service account, and the driver still publishes"
     ),
     case!(
+        "volume.secrets",
+        volume::secrets,
+        "with the PV's stage and publish secrets (and the controller publish secret when the \
+         driver attaches), NodeStageVolume, NodePublishVolume and ControllerPublishVolume \
+         carry them, the volume is usable, and no secret value shows in the suite's report"
+    ),
+    case!(
         "stats.usage",
         stats::usage,
         "NodeGetVolumeStats of a published volume answers bytes (and inodes) the kubelet's \
@@ -196,6 +208,13 @@ pub const CASES: &[Case] = &[
         stats::expand_online,
         "after ControllerExpandVolume, NodeExpandVolume of the published volume answers OK \
          and NodeGetVolumeStats then reports at least the new size"
+    ),
+    case!(
+        "expand.offline",
+        stats::expand_offline,
+        "after ControllerExpandVolume of a staged volume no pod uses, NodeExpandVolume at the \
+         staging path (before NodePublishVolume) answers OK, the volume then publishes usable \
+         and NodeGetVolumeStats reports at least the new size"
     ),
     case!(
         "attach.controller-publish",
@@ -226,11 +245,67 @@ pub const CASES: &[Case] = &[
         true
     ),
     case!(
+        "crash.kill-stage",
+        crash::kill_stage,
+        "the driver killed inside NodeStageVolume (after it staged, before its answer): the \
+         call fails with no answer, the driver is restarted, and the kubelet's retry answers OK \
+         with the volume usable (needs --driver-command)",
+        ["kill:NodeStageVolume"],
+        false
+    ),
+    case!(
+        "crash.kill-publish",
+        crash::kill_publish,
+        "the driver killed inside NodePublishVolume: no answer, restarted, the retry answers \
+         OK with the volume usable (needs --driver-command)",
+        ["kill:NodePublishVolume"],
+        false
+    ),
+    case!(
+        "crash.kill-unpublish",
+        crash::kill_unpublish,
+        "the driver killed inside NodeUnpublishVolume: no answer, restarted, the retry answers \
+         OK and the target is no longer mounted (needs --driver-command)",
+        ["kill:NodeUnpublishVolume"],
+        false
+    ),
+    case!(
+        "crash.kill-unstage",
+        crash::kill_unstage,
+        "the driver killed inside NodeUnstageVolume: no answer, restarted, the retry answers \
+         OK and nothing stays mounted (needs --driver-command)",
+        ["kill:NodeUnstageVolume"],
+        false
+    ),
+    case!(
+        "crash.kill-expand",
+        crash::kill_expand,
+        "the driver killed inside NodeExpandVolume of a published volume: no answer, \
+         restarted, the retry answers OK and the stats show the new size (needs \
+         --driver-command)",
+        ["kill:NodeExpandVolume"],
+        false
+    ),
+    case!(
         "crash.reconstruct",
         crash::reconstruct,
         "after a kubelet restart the volume is rebuilt from vol_data.json, the driver \
          re-registers with the same node ID, and unpublishes and unstages what the old kubelet \
          set up"
+    ),
+    case!(
+        "crash.vol-data-missing",
+        crash::vol_data_missing,
+        "a published volume whose pod vol_data.json is gone after a kubelet restart (the \
+         kubelet can rebuild nothing from it) is unpublished at its target and unstaged at its \
+         global mount path by handle alone, each call answering OK twice, and nothing stays \
+         mounted"
+    ),
+    case!(
+        "crash.vol-data-empty",
+        crash::vol_data_empty,
+        "the same with the pod's and the global vol_data.json 0 bytes long (a crash between \
+         creating and writing them)"
     ),
 ];
 

@@ -2,8 +2,9 @@
 //! registered at that proxy, and the volumes it made, attached, staged and published, so
 //! that clean-up undoes exactly those whatever the case did.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kcsi::proto::csi;
@@ -16,6 +17,7 @@ use tonic::transport::Channel;
 
 use super::case::{fail, End, Failure};
 use super::facts::Facts;
+use super::owned::OwnedDriver;
 use super::upstream;
 use crate::args::VolumeArgs;
 use crate::driver::{self, NewVolume};
@@ -38,6 +40,36 @@ pub struct VolumeWish {
     pub attach: bool,
     /// The pod's fsGroup.
     pub fs_group: Option<i64>,
+    /// Send [`SECRETS`] as the PV's stage, publish and controller publish secrets.
+    pub secrets: bool,
+}
+
+/// The secrets a volume with [`VolumeWish::secrets`] sends: (the call, key, value), by the
+/// secrets file's (csi-sanity's) key for the call.
+pub const SECRETS: &[(&str, &str, &str)] = &[
+    (
+        "NodeStageVolume",
+        "kcsi-conformance-stage",
+        "kcsi-stage-secret-3f9c1e",
+    ),
+    (
+        "NodePublishVolume",
+        "kcsi-conformance-publish",
+        "kcsi-publish-secret-8b27d4",
+    ),
+    (
+        "ControllerPublishVolume",
+        "kcsi-conformance-attach",
+        "kcsi-attach-secret-c41a90",
+    ),
+];
+
+fn secret_of(call: &str) -> HashMap<String, String> {
+    SECRETS
+        .iter()
+        .filter(|s| s.0 == call)
+        .map(|s| (s.1.to_string(), s.2.to_string()))
+        .collect()
 }
 
 impl Default for VolumeWish {
@@ -50,6 +82,7 @@ impl Default for VolumeWish {
             bytes: 10 << 20,
             attach: true,
             fs_group: None,
+            secrets: false,
         }
     }
 }
@@ -65,6 +98,8 @@ pub struct Ctx {
     pub facts: Arc<Facts>,
     /// Mount options the driver says it honours (`--mount-option`).
     pub mount_options: Vec<String>,
+    /// The driver's process, when the suite runs it (`--driver-command`).
+    pub driver: Option<Arc<OwnedDriver>>,
     /// The deadline of each CSI call.
     pub timeout: Duration,
     pub root: PathBuf,
@@ -73,8 +108,11 @@ pub struct Ctx {
     pub channel: Channel,
     /// Straight at the driver: clean-up must not meet the case's faults.
     direct: Channel,
+    socket: PathBuf,
     proxy_socket: PathBuf,
     proxy: JoinHandle<()>,
+    /// (method, request text) of each call through the proxy, as the runner gets them too.
+    requests: Arc<Mutex<Vec<(String, String)>>>,
     agent: Option<NodeAgent>,
     csidriver: Value,
     created: Vec<String>,
@@ -113,21 +151,37 @@ impl Ctx {
         let root = dir.path().join("root");
         std::fs::create_dir(&root).map_err(|e| format!("cannot make {}: {e}", root.display()))?;
         let proxy_socket = dir.path().join("csi.sock");
-        let proxy = FaultProxy::bind(&proxy_socket, socket, faults, false, Some(events))
+        let (tap, mut tapped) = mpsc::unbounded_channel();
+        let proxy = FaultProxy::bind(&proxy_socket, socket, faults, false, Some(tap))
             .map_err(|e| format!("cannot listen on {}: {e}", proxy_socket.display()))?;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        // Ends once the proxy and its connections, which hold the sender, are gone.
+        tokio::spawn(async move {
+            while let Some(e) = tapped.recv().await {
+                if let Event::Request { method, text } = &e {
+                    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    seen.push((method.clone(), text.clone()));
+                }
+                let _ = events.send(e);
+            }
+        });
         let csidriver = json!({
             "metadata": {"name": facts.driver},
             "spec": {"attachRequired": facts.publish_unpublish},
         });
         Ok(Ctx {
             mount_options: Vec::new(),
+            driver: None,
             timeout,
             root,
             node_name: node::node_name(&None),
             channel: driver::channel(&proxy_socket),
             direct: driver::channel(socket),
+            socket: socket.to_path_buf(),
             proxy: tokio::spawn(proxy.run()),
             proxy_socket,
+            requests,
             agent: None,
             csidriver,
             created: Vec::new(),
@@ -165,6 +219,7 @@ impl Ctx {
             End::Fail(Failure {
                 what: format!("kcsi cannot start its host: {what}"),
                 breaks: upstream::REGISTER,
+                unanswered: false,
             })
         };
         let csidriver = serde_json::from_value(self.csidriver.clone())
@@ -201,6 +256,31 @@ impl Ctx {
         let info = self.register(&agent).await;
         self.agent = Some(agent);
         info
+    }
+
+    /// The driver process the suite runs, or the skip of a case that must restart it.
+    pub fn owned_driver(&self) -> Result<Arc<OwnedDriver>, End> {
+        self.driver.clone().ok_or_else(|| {
+            End::Skip(
+                "the suite does not run the driver, so cannot restart it after killing it \
+                 (give --driver-command)"
+                    .into(),
+            )
+        })
+    }
+
+    /// Starts the killed driver again, as its DaemonSet would; the channels dial it afresh.
+    pub async fn restart_driver(&mut self, breaks: &'static str) -> Result<(), End> {
+        self.owned_driver()?.restart().await.map_err(|what| {
+            End::Fail(Failure {
+                what: format!("cannot restart the killed driver: {what}"),
+                breaks,
+                unanswered: false,
+            })
+        })?;
+        self.channel = driver::channel(&self.proxy_socket);
+        self.direct = driver::channel(&self.socket);
+        Ok(())
     }
 
     pub fn agent(&self) -> Result<&NodeAgent, End> {
@@ -265,7 +345,11 @@ impl Ctx {
                     access_mode: mode,
                     read_only: w.read_only,
                     volume_context: Default::default(),
-                    secrets: Default::default(),
+                    secrets: if w.secrets {
+                        secret_of("ControllerPublishVolume")
+                    } else {
+                        Default::default()
+                    },
                 },
                 self.timeout,
             )
@@ -274,6 +358,11 @@ impl Ctx {
             publish_context.extend(context);
         }
         let n = self.placed.len();
+        let secrets = if w.secrets {
+            Some(self.secrets_file()?)
+        } else {
+            None
+        };
         let args = VolumeArgs {
             name: Some(format!("pv-{n}")),
             block: w.block,
@@ -284,7 +373,7 @@ impl Ctx {
             access_mode: w.access_mode.to_string(),
             attributes: Vec::new(),
             publish_context,
-            secrets: None,
+            secrets,
             pod_uid: format!("kcsi-conformance-pod-{n}"),
         };
         let attributes = created.volume_context.into_iter().collect();
@@ -299,6 +388,7 @@ impl Ctx {
             End::Fail(Failure {
                 what: e.0,
                 breaks: upstream::PROVISION,
+                unanswered: false,
             })
         })?;
         self.placed.push(Placed {
@@ -307,6 +397,32 @@ impl Ctx {
             published: false,
         });
         Ok(v)
+    }
+
+    /// [`SECRETS`]' node secrets as a secrets file in the case's dir, as kcsi reads them.
+    fn secrets_file(&self) -> Result<PathBuf, End> {
+        let file = self._dir.path().join("secrets.json");
+        let text = json!({
+            "NodeStageVolumeSecret": secret_of("NodeStageVolume"),
+            "NodePublishVolumeSecret": secret_of("NodePublishVolume"),
+        });
+        std::fs::write(&file, text.to_string()).map_err(|e| {
+            End::Fail(Failure {
+                what: format!("cannot write {}: {e}", file.display()),
+                breaks: "nothing of the driver's: the suite could not set up the case",
+                unanswered: false,
+            })
+        })?;
+        Ok(file)
+    }
+
+    /// The text of each request this case's proxy has seen for `method`, oldest first.
+    pub fn requests(&self, method: &str) -> Vec<String> {
+        let seen = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        seen.iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, text)| text.clone())
+            .collect()
     }
 
     fn placed(&mut self, v: &Volume) -> Option<&mut Placed> {
@@ -383,6 +499,14 @@ impl Ctx {
         Ok(())
     }
 
+    /// Forgets that `v` is staged and published: the case unpublished and unstaged it itself.
+    pub fn torn_down(&mut self, v: &Volume) {
+        if let Some(p) = self.placed(v) {
+            p.staged = false;
+            p.published = false;
+        }
+    }
+
     /// Stage then publish: the pod's path.
     pub async fn set_up(&mut self, v: &Volume) -> Result<PathBuf, End> {
         self.stage(v).await?;
@@ -409,6 +533,7 @@ impl Ctx {
                 list.join(", ")
             ),
             breaks,
+            unanswered: false,
         }))
     }
 

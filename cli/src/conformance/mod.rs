@@ -9,6 +9,7 @@ mod crash;
 mod ctx;
 mod facts;
 mod output;
+mod owned;
 mod registration;
 mod rpc;
 mod runner;
@@ -27,6 +28,7 @@ use crate::session::check_socket;
 use crate::UsageError;
 
 use case::{Case, CASES};
+use owned::OwnedDriver;
 use runner::Settings;
 
 fn seconds(flag: &str, value: f64) -> Result<Duration, UsageError> {
@@ -73,18 +75,25 @@ pub async fn run(a: ConformanceArgs, json: bool) -> Result<i32, UsageError> {
     if a.list {
         return Ok(list(json));
     }
-    let settings = Settings {
+    let mut settings = Settings {
         rpc: seconds("timeout", a.timeout)?,
         case: seconds("case-timeout", a.case_timeout)?,
         mount_options: a.mount_options,
         faults: a.fault,
+        driver: None,
     };
     let cases = selected(&a.cases)?;
     let endpoint = a.endpoint.unwrap_or_default();
     let socket = kcsi::socket_path(&endpoint)
         .map_err(|e| UsageError(format!("--endpoint: {}", e.message())))?;
-    check_socket(&socket)?;
     let start = Instant::now();
+    if let Some(command) = &a.driver_command {
+        let owned = OwnedDriver::start(command, &socket, settings.rpc)
+            .await
+            .map_err(UsageError)?;
+        settings.driver = Some(Arc::new(owned));
+    }
+    check_socket(&socket)?;
     let facts = match facts::gather(&driver::channel(&socket), settings.rpc).await {
         Ok(f) => Arc::new(f),
         Err(e) => {

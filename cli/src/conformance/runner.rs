@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use super::case::{Case, End};
 use super::ctx::Ctx;
 use super::facts::Facts;
+use super::owned::OwnedDriver;
 use crate::fault_proxy::{Event, Fault};
 use crate::wire::code_name;
 
@@ -69,6 +70,8 @@ pub struct Settings {
     pub mount_options: Vec<String>,
     /// Faults for every case's proxy (`--fault`).
     pub faults: Vec<Fault>,
+    /// The driver's process, when the suite runs it (`--driver-command`).
+    pub driver: Option<Arc<OwnedDriver>>,
 }
 
 /// Runs `case`; `Err` when a signal interrupted it (after its clean-up).
@@ -95,6 +98,7 @@ pub async fn run(
     let mut ctx = match Ctx::new(facts.clone(), case.name, socket, all, rpc, tx) {
         Ok(mut c) => {
             c.mount_options = settings.mount_options.clone();
+            c.driver = settings.driver.clone();
             c
         }
         Err(what) => {

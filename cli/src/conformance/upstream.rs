@@ -112,3 +112,58 @@ NodePublish, and the pod's processes rely on the filesystem keeping it \
 pub const MOUNT_GROUP: &str = "with VOLUME_MOUNT_GROUP the kubelet sends the fsGroup as \
 volume_mount_group and does not chown: the driver must mount so that the volume belongs to it \
 (pkg/volume/csi/csi_mounter.go SetUpAt, csi_client.go NodeSupportsVolumeMountGroup)";
+
+pub const KILL_STAGE: &str = "a driver killed inside NodeStageVolume leaves the kubelet \
+Unavailable with no status, which is not final: it marks the device uncertain and MountDevice \
+retries the same call against the restarted driver until OK, which must accept what its \
+predecessor staged (pkg/volume/csi/csi_attacher.go MountDevice, csi_client.go isFinalError; \
+pkg/volume/util/operationexecutor/operation_generator.go GenerateMountVolumeFunc, \
+markDeviceErrorState)";
+
+pub const KILL_PUBLISH: &str = "a driver killed inside NodePublishVolume leaves the volume \
+uncertain: SetUp retries the same call against the restarted driver until OK, which must \
+accept what its predecessor mounted (pkg/volume/csi/csi_mounter.go SetUpAt, csi_client.go \
+isFinalError; pkg/volume/util/operationexecutor/operation_generator.go GenerateMountVolumeFunc, \
+markVolumeErrorState)";
+
+pub const KILL_UNPUBLISH: &str = "a driver killed inside NodeUnpublishVolume fails TearDown, \
+so the volume stays mounted in the kubelet's actual state and the reconciler retries the call \
+against the restarted driver, which must answer OK for a target its predecessor may already \
+have unmounted, and leave nothing mounted there (pkg/volume/csi/csi_mounter.go TearDownAt; \
+pkg/volume/util/operationexecutor/operation_generator.go GenerateUnmountVolumeFunc)";
+
+pub const KILL_UNSTAGE: &str = "a driver killed inside NodeUnstageVolume fails UnmountDevice, \
+so the device stays globally mounted in the kubelet's actual state and the reconciler retries \
+the call against the restarted driver, which must answer OK for a staging path its predecessor \
+may already have unmounted (pkg/volume/csi/csi_attacher.go UnmountDevice; \
+pkg/volume/util/operationexecutor/operation_generator.go GenerateUnmountDeviceFunc)";
+
+pub const KILL_EXPAND: &str = "a driver killed inside NodeExpandVolume leaves the PVC's resize \
+pending, and the kubelet calls it again on its next pass against the restarted driver, which \
+must answer OK for a volume its predecessor may already have grown \
+(pkg/volume/csi/expander.go NodeExpand; pkg/volume/util/operationexecutor/node_expander.go \
+expandOnPlugin)";
+
+pub const VOL_DATA_LOST: &str = "a volume dir whose vol_data.json is missing (deleted while \
+still mounted, kubernetes#101911, #116847) or empty (a crash mid-write, #108217) can be neither \
+rebuilt nor torn down from the file: ConstructVolumeSpec and NewUnmounter fail on it \
+(pkg/volume/csi/csi_plugin.go ConstructVolumeSpec, NewUnmounter, loadVolumeData; \
+pkg/kubelet/volumemanager/reconciler/reconstruct_common.go cleanupMounts) and the pod stays \
+Terminating. The clean-up that works takes driver and handle from the PersistentVolume and \
+calls NodeUnpublishVolume on the pod's target path and NodeUnstageVolume on the global mount \
+path, retrying until OK (pkg/volume/csi/csi_mounter.go TearDownAt, csi_attacher.go \
+UnmountDevice): the driver must answer both from volume_id and path alone, with no volume \
+context, secrets or file of the kubelet's, again when repeated, and unmount what it mounted";
+
+pub const EXPAND_OFFLINE: &str = "a volume resized while no pod used it is expanded by the \
+kubelet at its next mount, after MountDevice and before SetUp: NodeExpandVolume with volume_path \
+and staging_target_path both the global mount path; an error fails the mount and the pod does \
+not start (pkg/volume/util/operationexecutor/operation_generator.go GenerateMountVolumeFunc, \
+expandVolumeDuringMount; pkg/volume/csi/expander.go NodeExpand)";
+
+pub const SECRETS: &str = "the kubelet reads the PV's nodeStageSecretRef and \
+nodePublishSecretRef Secrets and sends them as the secrets of NodeStageVolume and \
+NodePublishVolume (pkg/volume/csi/csi_attacher.go MountDevice, csi_mounter.go SetUpAt, \
+csi_util.go getCredentialsFromSecret), the external-attacher controllerPublishSecretRef's in \
+ControllerPublishVolume (external-attacher pkg/controller/csi_handler.go syncAttach); a driver \
+that needs them must mount with them, and no log or report may show their values";

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::case::{check, fail, End, Outcome};
-use super::ctx::{csi_mode, Ctx, VolumeWish};
+use super::ctx::{csi_mode, Ctx, VolumeWish, SECRETS};
 use super::rpc;
 use super::upstream;
 use crate::probe;
@@ -286,6 +286,53 @@ pub async fn pod_info(c: &mut Ctx) -> Outcome {
     let io = probe::filesystem(&path, false).map_err(fail(upstream::POD_INFO))?;
     c.tear_down(&v).await?;
     Ok(io)
+}
+
+pub async fn secrets(c: &mut Ctx) -> Outcome {
+    let breaks = upstream::SECRETS;
+    let wish = VolumeWish {
+        secrets: true,
+        ..Default::default()
+    };
+    let v = c.volume(&wish).await?;
+    let path = c
+        .set_up(&v)
+        .await
+        .map_err(|e| e.blame(breaks, "with stage and publish secrets: "))?;
+    mounted_at(&path)?;
+    let io = probe::filesystem(&path, false).map_err(fail(breaks))?;
+    let mut carried = Vec::new();
+    let (attaches, stages) = (c.facts.publish_unpublish, c.facts.node.stage_unstage);
+    for (call, key, value) in SECRETS {
+        let sent = match *call {
+            "ControllerPublishVolume" => attaches,
+            "NodeStageVolume" => stages,
+            _ => true,
+        };
+        if !sent {
+            continue;
+        }
+        let requests = c.requests(call);
+        // The report shows these texts: each must name the key and hide the value.
+        if requests.iter().any(|r| r.contains(value)) {
+            return Err(check(
+                format!("the suite's record of {call} shows the value of secret {key:?}"),
+                breaks,
+            ));
+        }
+        if !requests
+            .iter()
+            .any(|r| r.contains(&format!("{key:?}: \"<redacted>\"")))
+        {
+            return Err(check(
+                format!("no {call} carried secret {key:?}: {requests:?}"),
+                breaks,
+            ));
+        }
+        carried.push(format!("{call} {key:?}"));
+    }
+    c.tear_down(&v).await?;
+    Ok(format!("secrets carried by {}; {io}", carried.join(", ")))
 }
 
 #[cfg(test)]

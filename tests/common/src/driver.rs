@@ -133,6 +133,19 @@ impl DriverProcess {
         });
     }
 
+    /// The shell command that starts this driver as [`Self::start`] does, its output appended
+    /// to its log: for a caller that runs (and restarts) the driver itself.
+    pub fn shell_command(&self) -> String {
+        let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
+        let mut words = vec![quote(&self.program.display().to_string())];
+        words.extend(self.args.iter().map(|a| quote(a)));
+        format!(
+            "exec {} >>{} 2>&1",
+            words.join(" "),
+            quote(&self.log_path().display().to_string())
+        )
+    }
+
     /// SIGKILL, as a crashing driver.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
