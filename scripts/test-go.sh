@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Go suite: `make install` into a private prefix, then, with PKG_CONFIG_PATH and
-# LD_LIBRARY_PATH pointing there, in bindings/go: gofmt, go vet (all build tags), go test -race
+# LD_LIBRARY_PATH pointing there, in bindings/go: gofmt (also of tests/kubelet and benches), go vet (all build tags), go test -race
 # against the real hostpathplugin (volumes created with the installed `kcsi create-volume`; one
 # attach and detach through a real kube-apiserver and the real external-attacher), the
 # GC-stress test (GOGC=1, -tags gcstress; a -run pattern that matches no test fails the step),
@@ -55,7 +55,8 @@ tests_ran() {
 }
 
 gofmt_clean() {
-  local out; out=$("$(dirname "$GO")/gofmt" -l .) || return 1
+  # The binding, and the Go of the kubelet suite and the benchmarks (vetted by test-kubelet.sh).
+  local out; out=$("$(dirname "$GO")/gofmt" -l . ../../tests/kubelet ../../benches) || return 1
   [ -z "$out" ] || { echo "not gofmt'd:"; echo "$out"; return 1; }
 }
 vet_all() {

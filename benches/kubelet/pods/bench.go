@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"kcsi.dev/kcsi/benches/kubelet/stats"
-	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
 	"kcsi.dev/kcsi/internal/mountinfo"
+	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
