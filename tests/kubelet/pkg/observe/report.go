@@ -39,12 +39,15 @@ func Report(scenarios []string, obs map[string]map[string]*Observation, errs map
 			}
 		}
 		var diffs, infos, same []string
-		compared := 0
+		compared, fixes := 0, 0
 		for _, key := range keys {
 			if !notCompared(key) {
 				compared++
 			}
 			kv, uv := strings.Join(k.values[key], "\n"), strings.Join(u.values[key], "\n")
+			if strings.HasPrefix(key, kcsiCheck) && kv == "true" && uv != "true" {
+				fixes++
+			}
 			for _, prefix := range []string{"check: ", kcsiCheck} {
 				if check, ok := strings.CutPrefix(key, prefix); ok && kv != "true" {
 					problems = append(problems, "kcsi failed "+check+" ("+strings.Join(k.values["info: failed check "+check], "")+")")
@@ -69,6 +72,9 @@ func Report(scenarios []string, obs map[string]map[string]*Observation, errs map
 			problems = append(problems, "no key compared: the scenario observed nothing")
 		}
 		status := "SAME as upstream"
+		if fixes > 0 {
+			status += fmt.Sprintf(" where compared; kcsi passes %d check(s) upstream fails", fixes)
+		}
 		if len(problems) > 0 || len(diffs) > 0 {
 			status = "FAILED"
 			failed++

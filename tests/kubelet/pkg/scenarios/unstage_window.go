@@ -141,12 +141,14 @@ func unstageWindowRun(ctx context.Context, n *cluster.Node, o *observe.Observati
 	}); err != nil {
 		return err
 	}
-	cluster.KillProc(n.Kubelet)
-	n.Kubelet = nil
+	// Read before the kill: the held call is logged, failed, once the killed kubelet's
+	// connection goes.
 	calls, err := n.CallsSince(m)
 	if err != nil {
 		return err
 	}
+	cluster.KillProc(n.Kubelet)
+	n.Kubelet = nil
 	unpublished, unstages := 0, 0
 	for _, c := range calls {
 		if c.Request["volume_id"] != window.Handle {
@@ -184,6 +186,8 @@ func unstageWindowRun(ctx context.Context, n *cluster.Node, o *observe.Observati
 		return err
 	}
 	n.KubeletArgs = append(slices.Clone(kubeletArgs), "-orphan-grace-period="+windowGrace.String())
+	kubeletLog := filepath.Join(n.Dir, "kubelet.log")
+	logFrom := observe.LogSize(kubeletLog)
 	m = n.Mark()
 	if err := n.StartKubelet(ctx); err != nil {
 		return err
@@ -199,9 +203,16 @@ func unstageWindowRun(ctx context.Context, n *cluster.Node, o *observe.Observati
 	if err != nil && !errors.Is(err, cluster.ErrTimedOut) {
 		return err
 	}
+	// The fault driver's request lines have no time of their own: the time is when a poll
+	// (every 100 ms) first saw it unstaged.
+	var unstagedAt time.Time
 	err = cluster.WaitFor(ctx, windowWait-time.Since(m.At), windowName+" unstaged after the restart", func() (bool, error) {
 		st, err := faultStaged(n, window.Handle)
-		return st == "" && len(stagedFiles(staging, window, block)) == 0, err
+		done := st == "" && len(stagedFiles(staging, window, block)) == 0
+		if done {
+			unstagedAt = time.Now()
+		}
+		return done, err
 	})
 	if err != nil && !errors.Is(err, cluster.ErrTimedOut) {
 		return err
@@ -215,7 +226,6 @@ func unstageWindowRun(ctx context.Context, n *cluster.Node, o *observe.Observati
 		return err
 	}
 	var keptCalls, windowCalls []observe.Call
-	var unstagedAt time.Time
 	unstages = 0
 	for _, c := range calls {
 		switch c.Request["volume_id"] {
@@ -225,9 +235,6 @@ func unstageWindowRun(ctx context.Context, n *cluster.Node, o *observe.Observati
 			windowCalls = append(windowCalls, c)
 			if c.Method == "NodeUnstageVolume" {
 				unstages++
-				if c.Error == "" && unstagedAt.IsZero() {
-					unstagedAt = c.At
-				}
 			}
 		}
 	}
@@ -237,9 +244,19 @@ func unstageWindowRun(ctx context.Context, n *cluster.Node, o *observe.Observati
 	o.Add("info: restarted: csi requests of the volume no pod uses", compared...)
 	when := fmt.Sprintf("not within %.0f s of the kubelet restart", windowWait.Seconds())
 	if !unstagedAt.IsZero() {
-		when = fmt.Sprintf("NodeUnstageVolume answered %.1f s after the kubelet restart (grace period %s)", unstagedAt.Sub(m.At).Seconds(), windowGrace)
+		when = fmt.Sprintf("%.1f s after the kubelet restart (grace period %s)", unstagedAt.Sub(m.At).Seconds(), windowGrace)
 	}
 	o.Add("info: restarted: the volume no pod uses was unstaged", when)
+	// kcsi's own account of it, in the kubelet's log.
+	if b, err := os.ReadFile(kubeletLog); err == nil && int64(len(b)) >= logFrom {
+		var lines []string
+		for _, l := range strings.Split(string(b[logFrom:]), "\n") {
+			if strings.Contains(l, "kcsi: unstaged a volume") || strings.Contains(l, "kcsi: volumes staged before this start") {
+				lines = append(lines, z.Apply(l[strings.Index(l, "kcsi: "):]))
+			}
+		}
+		o.Add("info: restarted: the kubelet's log", lines...)
+	}
 	o.CheckKcsi("the restarted kubelet's plugin sent the volume no pod uses one NodeUnstageVolume", unstages == 1,
 		fmt.Sprintf("%d NodeUnstageVolume", unstages))
 	st, err := faultStaged(n, window.Handle)
