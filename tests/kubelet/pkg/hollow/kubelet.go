@@ -66,6 +66,10 @@ func RunKubelet(args []string) error {
 	// The scenarios run 1 s, so each running volume is asked for its stats (NodeGetVolumeStats)
 	// within seconds; the benchmarks alone keep the kubelet's default.
 	statsEvery := fs.Duration("volume-stats-period", time.Minute, "volumeStatsAggPeriod")
+	// kcsi's grace period for a volume staged before it started that no pod uses
+	// (volumeplugin.Config.OrphanGracePeriod); upstream's plugin has none. The unstage-window
+	// scenarios restart the kubelet with a few seconds, so they wait seconds, not a minute.
+	orphanGrace := fs.Duration("orphan-grace-period", 0, "kcsi's OrphanGracePeriod (0: kcsi's default, 30 s)")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -112,7 +116,8 @@ func RunKubelet(args []string) error {
 	case "kcsi":
 		// The two lines a kubelet changes. kcsi reads the kubelet's own CSIDriver informer,
 		// as upstream's plugin does.
-		p := volumeplugin.New(volumeplugin.Config{Kubeconfig: *kubeconfig, CSIDriversFromVolumeHost: true})
+		p := volumeplugin.New(volumeplugin.Config{Kubeconfig: *kubeconfig, CSIDriversFromVolumeHost: true,
+			OrphanGracePeriod: *orphanGrace})
 		plugins = append(plugins, p)
 		handlers["CSIPlugin"] = p.RegistrationHandler()
 		defer p.Close()

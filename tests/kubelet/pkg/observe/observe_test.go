@@ -182,3 +182,29 @@ func TestDirsKcsiMadeOnlyForItsTempDirAreLeftOutUntilTheyHoldMore(t *testing.T) 
 		}
 	}
 }
+
+func TestAKcsiCheckFailsOnlyKcsiAndIsNeverCompared(t *testing.T) {
+	run := func(kcsiOK, upstreamOK bool) int {
+		obs := map[string]map[string]*Observation{}
+		for _, p := range Plugins {
+			o := &Observation{publishes: 1}
+			o.Add("running: files", "same")
+			o.CheckKcsi("the leftover is unstaged", map[string]bool{"kcsi": kcsiOK, "upstream": upstreamOK}[p], p+" left it")
+			obs[p] = map[string]*Observation{"s": o}
+		}
+		return Report([]string{"s"}, obs, map[string]map[string]error{"kcsi": {}, "upstream": {}}, false)
+	}
+	for _, c := range []struct {
+		kcsi, upstream bool
+		failed         int
+	}{{true, false, 0}, {true, true, 0}, {false, false, 1}, {false, true, 1}} {
+		if got := run(c.kcsi, c.upstream); got != c.failed {
+			t.Errorf("kcsi %v, upstream %v: %d failed, want %d", c.kcsi, c.upstream, got, c.failed)
+		}
+	}
+	o := &Observation{}
+	o.CheckKcsi("x", true, "")
+	if o.values["kcsi check: x"] == nil || !notCompared("kcsi check: x") || notCompared("check: x") {
+		t.Errorf("CheckKcsi keys %q: want one kcsi check, not compared", o.keys)
+	}
+}

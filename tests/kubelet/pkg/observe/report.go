@@ -11,8 +11,8 @@ import (
 var Plugins = []string{"kcsi", "upstream"}
 
 // Report prints each scenario's observations side by side where they differ; it returns how
-// many scenarios failed (an error, a failed check, or a key that differs and is not on the
-// allowlist).
+// many scenarios failed (an error, a check kcsi failed, or a key that differs and is not on
+// the allowlist).
 func Report(scenarios []string, obs map[string]map[string]*Observation, errs map[string]map[string]error, show bool) int {
 	failed := 0
 	w := bufio.NewWriter(os.Stdout)
@@ -39,14 +39,19 @@ func Report(scenarios []string, obs map[string]map[string]*Observation, errs map
 			}
 		}
 		var diffs, infos, same []string
-		compared := 0
+		compared, fixes := 0, 0
 		for _, key := range keys {
-			if !strings.HasPrefix(key, "info: ") {
+			if !notCompared(key) {
 				compared++
 			}
 			kv, uv := strings.Join(k.values[key], "\n"), strings.Join(u.values[key], "\n")
-			if strings.HasPrefix(key, "check: ") && kv != "true" {
-				problems = append(problems, "kcsi failed "+strings.TrimPrefix(key, "check: ")+" ("+strings.Join(k.values["info: failed check "+strings.TrimPrefix(key, "check: ")], "")+")")
+			if strings.HasPrefix(key, kcsiCheck) && kv == "true" && uv != "true" {
+				fixes++
+			}
+			for _, prefix := range []string{"check: ", kcsiCheck} {
+				if check, ok := strings.CutPrefix(key, prefix); ok && kv != "true" {
+					problems = append(problems, "kcsi failed "+check+" ("+strings.Join(k.values["info: failed check "+check], "")+")")
+				}
 			}
 			if kv == uv {
 				if show {
@@ -57,7 +62,7 @@ func Report(scenarios []string, obs map[string]map[string]*Observation, errs map
 			block := fmt.Sprintf("  %s\n    kcsi:\n%s\n    upstream:\n%s", key, indent(k.values[key]), indent(u.values[key]))
 			if reason, ok := allowedDifference(key, k.values[key], u.values[key]); ok {
 				infos = append(infos, block+"\n    allowed: "+reason)
-			} else if strings.HasPrefix(key, "info: ") {
+			} else if notCompared(key) {
 				infos = append(infos, block)
 			} else {
 				diffs = append(diffs, block)
@@ -67,6 +72,9 @@ func Report(scenarios []string, obs map[string]map[string]*Observation, errs map
 			problems = append(problems, "no key compared: the scenario observed nothing")
 		}
 		status := "SAME as upstream"
+		if fixes > 0 {
+			status += fmt.Sprintf(" where compared; kcsi passes %d check(s) upstream fails", fixes)
+		}
 		if len(problems) > 0 || len(diffs) > 0 {
 			status = "FAILED"
 			failed++
@@ -91,10 +99,15 @@ func Report(scenarios []string, obs map[string]map[string]*Observation, errs map
 	return failed
 }
 
+// notCompared: an "info: " key, or a check only kcsi's run must pass (CheckKcsi).
+func notCompared(key string) bool {
+	return strings.HasPrefix(key, "info: ") || strings.HasPrefix(key, kcsiCheck)
+}
+
 func countLines(o *Observation) int {
 	n := 0
 	for key, v := range o.values {
-		if !strings.HasPrefix(key, "info: ") {
+		if !notCompared(key) {
 			n += len(v)
 		}
 	}

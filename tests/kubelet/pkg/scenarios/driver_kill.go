@@ -12,8 +12,20 @@ import (
 	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
-// holdHook is what the fault driver logs when its --hang-rpc hook starts holding a call.
-const holdHook = "test hook: NodePublishVolume hangs until its context ends"
+// holdLine is what the fault driver logs when its --hang-rpc hook starts holding a call of
+// method.
+func holdLine(method string) string { return "test hook: " + method + " hangs until its context ends" }
+
+// faultState is the fault driver's state dir on the node: its volumes and state.json, kept
+// across its restarts.
+func faultState(n *cluster.Node) string { return filepath.Join(n.Dir, "fault-state") }
+
+// startFaultDriver starts the fault driver as the node's driver (the same socket, driver name
+// and node ID as the hostpath driver's) on its state dir, with hooks.
+func startFaultDriver(ctx context.Context, n *cluster.Node, hooks ...string) error {
+	return n.StartDriver(ctx, n.Suite.FaultDriver, append([]string{"--endpoint=unix://" + n.Socket, "--nodeid=" + n.Name,
+		"--statedir=" + faultState(n), "--drivername=" + cluster.DriverName, "-v=5"}, hooks...)...)
+}
 
 // driverKilledDuringPublish: an INJECTED HOLD. The real hostpath driver answers NodePublish in
 // milliseconds, so no kill could be sure to land inside one; for this scenario the node's
@@ -31,11 +43,7 @@ func driverKilledDuringPublish(ctx context.Context, n *cluster.Node, o *observe.
 			err = fmt.Errorf("restarting the hostpath driver: %w", rerr)
 		}
 	}()
-	startFaultDriver := func(hooks ...string) error {
-		return n.StartDriver(ctx, n.Suite.FaultDriver, append([]string{"--endpoint=unix://" + n.Socket, "--nodeid=" + n.Name,
-			"--statedir=" + filepath.Join(n.Dir, "fault-state"), "--drivername=" + cluster.DriverName, "-v=5"}, hooks...)...)
-	}
-	if err := startFaultDriver("--hang-rpc=NodePublishVolume:1"); err != nil {
+	if err := startFaultDriver(ctx, n, "--hang-rpc=NodePublishVolume:1"); err != nil {
 		return err
 	}
 	c, err := n.CreateClaim(ctx, "killed", false)
@@ -52,7 +60,7 @@ func driverKilledDuringPublish(ctx context.Context, n *cluster.Node, o *observe.
 	defer n.Suite.Client.CoreV1().Pods(n.NS).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
 	if err := cluster.WaitFor(ctx, podTimeout, "the driver to hold NodePublishVolume", func() (bool, error) {
 		log, err := n.LogSince(m)
-		return strings.Contains(log, holdHook), err
+		return strings.Contains(log, holdLine("NodePublishVolume")), err
 	}); err != nil {
 		return err
 	}
@@ -73,7 +81,7 @@ func driverKilledDuringPublish(ctx context.Context, n *cluster.Node, o *observe.
 		o.Check("the pod is not Running while its publish is uncertain", p.Status.Phase != v1.PodRunning, string(p.Status.Phase))
 	}
 
-	if err := startFaultDriver(); err != nil {
+	if err := startFaultDriver(ctx, n); err != nil {
 		return err
 	}
 	if pod, err = n.WaitRunning(ctx, pod.Name, podTimeout); err != nil {

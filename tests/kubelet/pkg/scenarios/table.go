@@ -29,6 +29,10 @@ var scenarios = []scenario{
 	{"attach-limit", "over the driver's attach limit the VolumeAttachment keeps ResourceExhausted and the pod fails with VolumeAttachmentLimitExceeded", attachLimit},
 	// A driver that dies under an RPC: the operation is uncertain and retried once it is back.
 	{"driver-killed-during-publish", "a driver SIGKILLed inside NodePublishVolume (the fault driver's injected hold) leaves the publish uncertain, and the retry brings the pod to Running", driverKilledDuringPublish},
+	// kubernetes#85476: a kubelet killed between NodeUnpublishVolume and NodeUnstageVolume
+	// (the fault driver holds the NodeUnstageVolume), restarted with no pod using the volume.
+	{"unstage-window", "a kubelet SIGKILLed after a filesystem volume's last NodeUnpublishVolume and before its NodeUnstageVolume, restarted with no pod using it: kcsi unstages it within a few grace periods (upstream leaves it staged for good), while the volume a running pod uses stays staged and published and the pod Running", unstageWindow},
+	{"unstage-window-block", "the same for a volumeMode: Block volume: kcsi unstages the block staging path no pod uses and removes its dirs, never the running pod's", unstageWindowBlock},
 	// Volume expansion end to end with the real external-resizer.
 	{"expand", "a claim grown while its pod runs: ControllerExpandVolume, then the kubelet's NodeExpandVolume, and the PVC's new capacity", expand},
 	{"expand-refused", "a NodeExpandVolume the driver refuses with OutOfRange is final: NodeResizeError and NodeResizeInfeasible, capacity kept", expandRefused},
