@@ -109,9 +109,11 @@ kubelet gives the volume to the pod's fsGroup itself (chown, setgid on directori
 NodePublish, and the pod's processes rely on the filesystem keeping it \
 (pkg/volume/volume_linux.go SetVolumeOwnership, pkg/volume/csi/csi_mounter.go SetUpAt)";
 
-pub const MOUNT_GROUP: &str = "with VOLUME_MOUNT_GROUP the kubelet sends the fsGroup as \
-volume_mount_group and does not chown: the driver must mount so that the volume belongs to it \
-(pkg/volume/csi/csi_mounter.go SetUpAt, csi_client.go NodeSupportsVolumeMountGroup)";
+pub const MOUNT_GROUP: &str = "with VOLUME_MOUNT_GROUP the kubelet sends the pod's fsGroup as \
+VolumeCapability.Mount.volume_mount_group to NodeStageVolume and NodePublishVolume and does not \
+chown the volume itself: the driver must accept it and mount so that the volume belongs to the \
+group (pkg/volume/csi/csi_attacher.go MountDevice, csi_mounter.go SetUpAt \
+driverSupportsCSIVolumeMountGroup, csi_client.go NodeSupportsVolumeMountGroup)";
 
 pub const KILL_STAGE: &str = "a driver killed inside NodeStageVolume leaves the kubelet \
 Unavailable with no status, which is not final: it marks the device uncertain and MountDevice \

@@ -1,5 +1,6 @@
 //! A volume's life on the node in the kubelet's order and at its paths: filesystem and block,
-//! repeats, read-only, each access mode, mount options, pod info.
+//! repeats, read-only, each access mode, mount options, fsGroup and VOLUME_MOUNT_GROUP, pod
+//! info, secrets.
 
 use std::path::Path;
 
@@ -230,30 +231,25 @@ const FS_GROUP: u32 = 4321;
 
 pub async fn fs_group(c: &mut Ctx) -> Outcome {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if c.facts.node.volume_mount_group {
+        return Err(End::Skip(
+            "the driver has Node VOLUME_MOUNT_GROUP, so the kubelet leaves the fsGroup to it \
+             and does not chown (volume.mount-group checks that)"
+                .into(),
+        ));
+    }
+    let breaks = upstream::FS_GROUP;
     c.csidriver(json!({"fsGroupPolicy": "File"}));
     let wish = VolumeWish {
         fs_group: Some(FS_GROUP.into()),
         ..Default::default()
     };
-    let by_driver = c.facts.node.volume_mount_group;
-    let breaks = if by_driver {
-        upstream::MOUNT_GROUP
-    } else {
-        upstream::FS_GROUP
-    };
     let v = c.volume(&wish).await?;
     let path = c.set_up(&v).await?;
     mounted_at(&path)?;
-    let file = path.join("kcsi-conformance-fsgroup");
-    std::fs::write(&file, b"fsGroup")
-        .map_err(|e| check(format!("cannot write {}: {e}", file.display()), breaks))?;
-    let meta = |p: &Path| {
-        std::fs::metadata(p).map_err(|e| check(format!("cannot stat {}: {e}", p.display()), breaks))
-    };
-    let (root, new) = (meta(&path)?, meta(&file)?);
-    let _ = std::fs::remove_file(&file);
+    let (root, new) = group_of_new_file(&path, breaks)?;
     let setgid = root.permissions().mode() & 0o2000 != 0;
-    if root.gid() != FS_GROUP || new.gid() != FS_GROUP || !(by_driver || setgid) {
+    if root.gid() != FS_GROUP || new.gid() != FS_GROUP || !setgid {
         return Err(check(
             format!(
                 "with fsGroup {FS_GROUP} the volume root has gid {} (setgid {setgid}) and a new \
@@ -266,12 +262,109 @@ pub async fn fs_group(c: &mut Ctx) -> Outcome {
     }
     c.tear_down(&v).await?;
     Ok(format!(
-        "root and a new file have gid {FS_GROUP}, {}",
-        if by_driver {
-            "applied by the driver (VOLUME_MOUNT_GROUP)"
-        } else {
-            "the root setgid (the kubelet's chown, which the filesystem kept)"
+        "root and a new file have gid {FS_GROUP}, the root setgid (the kubelet's chown, which \
+         the filesystem kept)"
+    ))
+}
+
+/// The metadata of the volume root at `path` and of a file written there (then removed).
+fn group_of_new_file(
+    path: &Path,
+    breaks: &'static str,
+) -> Result<(std::fs::Metadata, std::fs::Metadata), End> {
+    let file = path.join("kcsi-conformance-fsgroup");
+    std::fs::write(&file, b"fsGroup")
+        .map_err(|e| check(format!("cannot write {}: {e}", file.display()), breaks))?;
+    let meta = |p: &Path| {
+        std::fs::metadata(p).map_err(|e| check(format!("cannot stat {}: {e}", p.display()), breaks))
+    };
+    let got = meta(path).and_then(|root| Ok((root, meta(&file)?)));
+    let _ = std::fs::remove_file(&file);
+    got
+}
+
+/// The calls that carry a filesystem volume's capability: NodeStageVolume (with
+/// STAGE_UNSTAGE_VOLUME) and NodePublishVolume.
+fn capability_calls(c: &Ctx) -> Vec<&'static str> {
+    if c.facts.node.stage_unstage {
+        vec!["NodeStageVolume", "NodePublishVolume"]
+    } else {
+        vec!["NodePublishVolume"]
+    }
+}
+
+/// Fails unless a request of each of `calls` that this case's proxy saw contains `text`.
+fn each_carried(
+    c: &Ctx,
+    calls: &[&str],
+    text: &str,
+    what: &str,
+    breaks: &'static str,
+) -> Result<(), End> {
+    for call in calls {
+        let requests = c.requests(call);
+        if !requests.iter().any(|r| r.contains(text)) {
+            return Err(check(
+                format!("no {call} carried {what}: {requests:?}"),
+                breaks,
+            ));
         }
+    }
+    Ok(())
+}
+
+pub async fn mount_group(c: &mut Ctx) -> Outcome {
+    use std::os::unix::fs::MetadataExt;
+    if !c.facts.node.volume_mount_group {
+        return Err(End::Skip(
+            "the driver has no Node VOLUME_MOUNT_GROUP (the kubelet applies the fsGroup itself: \
+             volume.fs-group)"
+                .into(),
+        ));
+    }
+    let breaks = upstream::MOUNT_GROUP;
+    c.csidriver(json!({"fsGroupPolicy": "File"}));
+    let wish = VolumeWish {
+        fs_group: Some(FS_GROUP.into()),
+        ..Default::default()
+    };
+    let v = c.volume(&wish).await?;
+    let sent = format!("volume_mount_group \"{FS_GROUP}\"");
+    let path = c
+        .set_up(&v)
+        .await
+        .map_err(|e| e.blame(breaks, &format!("with {sent}: ")))?;
+    let calls = capability_calls(c);
+    // As the request's text shows the field.
+    let field = format!("volume_mount_group: \"{FS_GROUP}\"");
+    each_carried(c, &calls, &field, &sent, breaks)?;
+    let group = match kcsi::is_mount_point(&path) {
+        Ok(true) => {
+            let (root, new) = group_of_new_file(&path, breaks)?;
+            if root.gid() != FS_GROUP || new.gid() != FS_GROUP {
+                return Err(check(
+                    format!(
+                        "NodePublishVolume with {sent} answered OK, but the volume root has gid \
+                         {} and a new file gid {}: the kubelet does not chown a volume of a \
+                         driver with VOLUME_MOUNT_GROUP",
+                        root.gid(),
+                        new.gid()
+                    ),
+                    breaks,
+                ));
+            }
+            format!("the root and a new file have gid {FS_GROUP}")
+        }
+        Ok(false) => format!(
+            "nothing is mounted at {}, so the group of files in the volume was not checked",
+            path.display()
+        ),
+        Err(e) => return Err(fail(breaks)(e)),
+    };
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "{} carried {sent} and answered OK; {group}",
+        calls.join(" and ")
     ))
 }
 
