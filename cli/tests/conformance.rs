@@ -135,8 +135,8 @@ fn assert_nothing_left(driver: &DriverProcess, tmp: &Path) {
 fn skipped_on(flags: &[&str]) -> Vec<&'static str> {
     let attach = flags.contains(&"-enable-attach");
     let limit = flags.iter().any(|f| f.starts_with("-attach-limit"));
-    // hostpath has no VOLUME_MOUNT_GROUP.
-    let mut skipped = vec!["volume.mount-group"];
+    // hostpath has no VOLUME_MOUNT_GROUP, and the run does not say --selinux-mount.
+    let mut skipped = vec!["volume.mount-group", "volume.selinux-mount"];
     if !attach {
         skipped.push("attach.controller-publish");
     }
@@ -171,7 +171,8 @@ fn passes_every_applicable_case(flags: &[&str]) {
             [
                 "PUBLISH_UNPUBLISH_VOLUME",
                 "max_volumes",
-                "VOLUME_MOUNT_GROUP"
+                "VOLUME_MOUNT_GROUP",
+                "--selinux-mount"
             ]
             .iter()
             .any(|why| reason.contains(why)),
@@ -200,17 +201,21 @@ fn hostpath_with_an_attach_limit_passes_the_limit_case() {
 enum Driver {
     /// hostpath with these flags.
     Hostpath(&'static [&'static str]),
+    /// hostpath, the run given --selinux-mount (hostpath drops the context option, which a
+    /// host without SELinux cannot tell).
+    HostpathSeLinuxMount,
     /// The e2e mock driver with -volume-mount-group (it mounts nothing).
     MockMountGroup,
 }
 
-use Driver::{Hostpath, MockMountGroup};
+use Driver::{Hostpath, HostpathSeLinuxMount, MockMountGroup};
 
 impl Driver {
     /// The driver process and the suite's extra arguments.
     fn start(self) -> (DriverProcess, &'static [&'static str]) {
         match self {
             Hostpath(flags) => (DriverProcess::hostpath("node-1", flags), &[]),
+            HostpathSeLinuxMount => (DriverProcess::hostpath("node-1", &[]), &["--selinux-mount"]),
             MockMountGroup => (
                 DriverProcess::mock("mock.csi.k8s.io", &["-volume-mount-group"]),
                 &[],
@@ -290,6 +295,11 @@ const BROKEN: &[(&str, Driver, &str)] = &[
         "volume.mount-group",
         MockMountGroup,
         "error:NodePublishVolume:InvalidArgument",
+    ),
+    (
+        "volume.selinux-mount",
+        HostpathSeLinuxMount,
+        "error:NodeStageVolume:InvalidArgument",
     ),
     (
         "volume.pod-info",
@@ -530,6 +540,38 @@ fn the_mock_driver_with_volume_mount_group_gets_the_fs_group_as_volume_mount_gro
     assert_eq!(c["verdict"], "skip", "{report:#}");
     let reason = c["reason"].as_str().unwrap();
     assert!(reason.contains("VOLUME_MOUNT_GROUP"), "{reason}");
+}
+
+#[test]
+fn selinux_mount_sends_the_context_option_in_stage_and_publish() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let (code, report) = conformance_at(&driver, &["--case", "volume.selinux-mount"]);
+    assert_eq!(code, Some(0), "{report:#}");
+    let c = case(&report, "volume.selinux-mount");
+    assert_eq!(c["verdict"], "skip", "{report:#}");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(reason.contains("--selinux-mount"), "{reason}");
+    assert!(driver.requests("NodePublishVolume").is_empty());
+
+    let (code, report) = conformance_at(
+        &driver,
+        &["--case", "volume.selinux-mount", "--selinux-mount"],
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+    let c = case(&report, "volume.selinux-mount");
+    assert_eq!(c["verdict"], "pass", "{report:#}");
+    // The kubelet's context=%q of the pod's file label, in both calls the driver logged.
+    let flag = r#"context="system_u:object_r:container_file_t:s0:c123,c456""#;
+    for call in ["NodeStageVolume", "NodePublishVolume"] {
+        let request = driver.last_request(call);
+        let flags = &mount_capability(&request)["mount_flags"];
+        assert_eq!(flags, &serde_json::json!([flag]), "{call}: {request}");
+    }
+    let note = c["note"].as_str().unwrap();
+    assert!(note.contains(flag), "{note}");
+    if !Path::new("/sys/fs/selinux").exists() {
+        assert!(note.contains("this host has no SELinux"), "{note}");
+    }
 }
 
 #[test]

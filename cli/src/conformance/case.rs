@@ -187,6 +187,14 @@ pub const CASES: &[Case] = &[
          kubelet does not chown)"
     ),
     case!(
+        "volume.selinux-mount",
+        volume::selinux_mount,
+        "with CSIDriver seLinuxMount (--selinux-mount), a ReadWriteOncePod volume's \
+         NodeStageVolume and NodePublishVolume carry the pod's label as the mount flag \
+         context=\"...\", the driver answers OK, and on an SELinux host where something is \
+         mounted the target carries that label"
+    ),
+    case!(
         "volume.pod-info",
         volume::pod_info,
         "with podInfoOnMount the volume context also carries the pod's name, namespace, UID \

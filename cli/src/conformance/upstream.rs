@@ -115,6 +115,14 @@ chown the volume itself: the driver must accept it and mount so that the volume 
 group (pkg/volume/csi/csi_attacher.go MountDevice, csi_mounter.go SetUpAt \
 driverSupportsCSIVolumeMountGroup, csi_client.go NodeSupportsVolumeMountGroup)";
 
+pub const SELINUX_MOUNT: &str = "with CSIDriver seLinuxMount: true on an SELinux node, the \
+kubelet mounts a ReadWriteOncePod volume (every volume with the SELinuxMount gate, beta and off \
+by default in v1.36) with the pod's SELinux label instead of having the runtime relabel each \
+file: it appends context=\"<label>\" to the mount_flags of NodeStageVolume and \
+NodePublishVolume, so a driver that refuses the option fails the mount and one that drops it \
+leaves the pod without access to its files (pkg/volume/util/selinux.go GetMountSELinuxLabel, \
+VolumeSupportsSELinuxMount; pkg/volume/csi/csi_attacher.go MountDevice, csi_mounter.go SetUpAt)";
+
 pub const KILL_STAGE: &str = "a driver killed inside NodeStageVolume leaves the kubelet \
 Unavailable with no status, which is not final: it marks the device uncertain and MountDevice \
 retries the same call against the restarted driver until OK, which must accept what its \

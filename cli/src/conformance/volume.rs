@@ -1,6 +1,6 @@
 //! A volume's life on the node in the kubelet's order and at its paths: filesystem and block,
-//! repeats, read-only, each access mode, mount options, fsGroup and VOLUME_MOUNT_GROUP, pod
-//! info, secrets.
+//! repeats, read-only, each access mode, mount options, fsGroup and VOLUME_MOUNT_GROUP, the
+//! SELinux context mount option, pod info, secrets.
 
 use std::path::Path;
 
@@ -366,6 +366,100 @@ pub async fn mount_group(c: &mut Ctx) -> Outcome {
         "{} carried {sent} and answered OK; {group}",
         calls.join(" and ")
     ))
+}
+
+/// The pod's SELinux file label volume.selinux-mount mounts with: the kubelet's translation
+/// of a pod's seLinuxOptions level s0:c123,c456 (pkg/volume/util/selinux.go
+/// SELinuxOptionsToFileLabel).
+pub const SELINUX_LABEL: &str = "system_u:object_r:container_file_t:s0:c123,c456";
+
+pub async fn selinux_mount(c: &mut Ctx) -> Outcome {
+    if !c.selinux_mount {
+        return Err(End::Skip(
+            "the run does not say that the driver's CSIDriver sets seLinuxMount: true (give \
+             --selinux-mount)"
+                .into(),
+        ));
+    }
+    let breaks = upstream::SELINUX_MOUNT;
+    c.csidriver(json!({"seLinuxMount": true}));
+    let wish = VolumeWish {
+        access_mode: "ReadWriteOncePod",
+        se_linux_label: Some(SELINUX_LABEL.into()),
+        ..Default::default()
+    };
+    let v = c.volume(&wish).await?;
+    // The option as the kubelet formats it (context=%q), and as the request's text shows it.
+    let flag = format!("context={SELINUX_LABEL:?}");
+    let shown = format!("{flag:?}");
+    let path = c
+        .set_up(&v)
+        .await
+        .map_err(|e| e.blame(breaks, &format!("with mount_flags [{shown}]: ")))?;
+    let calls = capability_calls(c);
+    each_carried(c, &calls, &shown, &format!("the mount flag {flag}"), breaks)?;
+    let label = if !Path::new(SELINUXFS).exists() {
+        format!(
+            "this host has no SELinux ({SELINUXFS} is missing), so the label in effect was not \
+             checked"
+        )
+    } else {
+        match kcsi::is_mount_point(&path) {
+            Ok(true) => {
+                let have = selinux_label_of(&path).map_err(|e| {
+                    check(
+                        format!("cannot read the SELinux label of {}: {e}", path.display()),
+                        breaks,
+                    )
+                })?;
+                if have != SELINUX_LABEL {
+                    return Err(check(
+                        format!(
+                            "NodePublishVolume with {flag} answered OK, but {} is labelled \
+                             {have:?}: the container runtime does not relabel a volume the \
+                             kubelet mounted with the context option",
+                            path.display()
+                        ),
+                        breaks,
+                    ));
+                }
+                format!("the target is labelled {SELINUX_LABEL}")
+            }
+            Ok(false) => format!(
+                "nothing is mounted at {}, so the label in effect was not checked",
+                path.display()
+            ),
+            Err(e) => return Err(fail(breaks)(e)),
+        }
+    };
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "a ReadWriteOncePod volume: {} carried {flag} and answered OK; {label}",
+        calls.join(" and ")
+    ))
+}
+
+/// Where the kernel's SELinux filesystem is mounted when SELinux is on.
+const SELINUXFS: &str = "/sys/fs/selinux";
+
+/// The security.selinux attribute of `path`.
+fn selinux_label_of(path: &Path) -> std::io::Result<String> {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
+    let mut buf = [0u8; 1024];
+    // SAFETY: getxattr on NUL-terminated strings, into a buffer of the length given.
+    let n = unsafe {
+        libc::getxattr(
+            p.as_ptr(),
+            c"security.selinux".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let text = String::from_utf8_lossy(&buf[..n as usize]);
+    Ok(text.trim_end_matches('\0').to_string())
 }
 
 pub async fn pod_info(c: &mut Ctx) -> Outcome {
