@@ -312,6 +312,11 @@ pub struct ConformanceArgs {
     /// effect on the target (without one it sends noatime and only requires it accepted).
     #[arg(long = "mount-option", value_name = "OPTION")]
     pub mount_options: Vec<String>,
+    /// The driver's CSIDriver sets seLinuxMount: true: volume.selinux-mount then mounts a
+    /// ReadWriteOncePod volume with the pod's SELinux label as the context="..." mount option
+    /// (without it that case is skipped).
+    #[arg(long)]
+    pub selinux_mount: bool,
     /// Also write the results as JUnit XML to FILE.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,

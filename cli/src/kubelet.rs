@@ -22,7 +22,7 @@ pub async fn stage(host: &Host, v: &Volume) -> Result<Option<PathBuf>, Error> {
     let dmp = attacher::device_mount_path(host, &v.spec)?;
     let args = MountDeviceArgs {
         fs_group: v.fs_group,
-        se_linux_label: None,
+        se_linux_label: v.se_linux_label.clone(),
     };
     attacher::mount_device(host, &v.spec, &dmp, &args).await?;
     Ok(Some(dmp))
@@ -37,6 +37,7 @@ pub async fn publish(host: &Host, v: &Volume) -> Result<PathBuf, Error> {
     let mounter = Mounter::new(host, v.spec.clone(), node::pod(&v.pod_uid))?;
     let args = MounterArgs {
         fs_group: v.fs_group,
+        se_linux_label: v.se_linux_label.clone(),
         ..Default::default()
     };
     mounter.set_up(host, &args).await?;

@@ -25,6 +25,9 @@ pub struct Volume {
     pub block: bool,
     pub read_only: bool,
     pub fs_group: Option<i64>,
+    /// The SELinux label the volume manager mounts it with (`-o context`), when the CSIDriver
+    /// has seLinuxMount and the pod's label applies to the volume.
+    pub se_linux_label: Option<String>,
     pub spec: VolumeSpec,
 }
 
@@ -154,6 +157,7 @@ pub fn volume(
         block: v.block,
         read_only: v.read_only,
         fs_group: v.fs_group,
+        se_linux_label: None,
         spec,
     })
 }

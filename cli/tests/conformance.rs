@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{mounts_below, short_tempdir, unmount_below, DriverProcess};
+use common::{mount_capability, mounts_below, short_tempdir, unmount_below, DriverProcess};
 use serde_json::Value;
 
 fn kcsi() -> Command {
@@ -135,7 +135,8 @@ fn assert_nothing_left(driver: &DriverProcess, tmp: &Path) {
 fn skipped_on(flags: &[&str]) -> Vec<&'static str> {
     let attach = flags.contains(&"-enable-attach");
     let limit = flags.iter().any(|f| f.starts_with("-attach-limit"));
-    let mut skipped = Vec::new();
+    // hostpath has no VOLUME_MOUNT_GROUP, and the run does not say --selinux-mount.
+    let mut skipped = vec!["volume.mount-group", "volume.selinux-mount"];
     if !attach {
         skipped.push("attach.controller-publish");
     }
@@ -167,8 +168,15 @@ fn passes_every_applicable_case(flags: &[&str]) {
     for name in skipped {
         let reason = case(&report, name)["reason"].as_str().unwrap();
         assert!(
-            reason.contains("PUBLISH_UNPUBLISH_VOLUME") || reason.contains("max_volumes"),
-            "{reason}"
+            [
+                "PUBLISH_UNPUBLISH_VOLUME",
+                "max_volumes",
+                "VOLUME_MOUNT_GROUP",
+                "--selinux-mount"
+            ]
+            .iter()
+            .any(|why| reason.contains(why)),
+            "{name}: {reason}"
         );
     }
 }
@@ -188,139 +196,211 @@ fn hostpath_with_an_attach_limit_passes_the_limit_case() {
     passes_every_applicable_case(&["-enable-attach", "-attach-limit=2"]);
 }
 
-/// (case, driver flags, fault): the fault breaks what the case checks.
-const BROKEN: &[(&str, &[&str], &str)] = &[
+/// The driver a case of [`BROKEN`] runs against.
+#[derive(Clone, Copy)]
+enum Driver {
+    /// hostpath with these flags.
+    Hostpath(&'static [&'static str]),
+    /// hostpath, the run given --selinux-mount (hostpath drops the context option, which a
+    /// host without SELinux cannot tell).
+    HostpathSeLinuxMount,
+    /// The e2e mock driver with -volume-mount-group (it mounts nothing).
+    MockMountGroup,
+}
+
+use Driver::{Hostpath, HostpathSeLinuxMount, MockMountGroup};
+
+impl Driver {
+    /// The driver process and the suite's extra arguments.
+    fn start(self) -> (DriverProcess, &'static [&'static str]) {
+        match self {
+            Hostpath(flags) => (DriverProcess::hostpath("node-1", flags), &[]),
+            HostpathSeLinuxMount => (DriverProcess::hostpath("node-1", &[]), &["--selinux-mount"]),
+            MockMountGroup => (
+                DriverProcess::mock("mock.csi.k8s.io", &["-volume-mount-group"]),
+                &[],
+            ),
+        }
+    }
+}
+
+/// (case, driver, fault): the fault breaks what the case checks.
+const BROKEN: &[(&str, Driver, &str)] = &[
     (
         "registration.plugin-info",
-        &[],
+        Hostpath(&[]),
         "error:GetPluginInfo:Internal",
     ),
     (
         "registration.node-info",
-        &[],
+        Hostpath(&[]),
         "error:NodeGetInfo@2:Internal",
     ),
     (
         "registration.node-capabilities",
-        &[],
+        Hostpath(&[]),
         "error:NodeGetCapabilities@2:Unavailable",
     ),
-    ("volume.filesystem", &[], "error:NodePublishVolume:Internal"),
-    ("volume.block", &[], "error:NodeUnpublishVolume:Internal"),
+    (
+        "volume.filesystem",
+        Hostpath(&[]),
+        "error:NodePublishVolume:Internal",
+    ),
+    (
+        "volume.block",
+        Hostpath(&[]),
+        "error:NodeUnpublishVolume:Internal",
+    ),
     (
         "volume.idempotent",
-        &[],
+        Hostpath(&[]),
         "error:NodeUnpublishVolume@2:NotFound",
     ),
-    ("volume.read-only", &[], "error:NodePublishVolume:Internal"),
+    (
+        "volume.read-only",
+        Hostpath(&[]),
+        "error:NodePublishVolume:Internal",
+    ),
     (
         "volume.access-mode.rwo",
-        &[],
+        Hostpath(&[]),
         "error:NodeStageVolume:InvalidArgument",
     ),
     (
         "volume.access-mode.rox",
-        &[],
+        Hostpath(&[]),
         "error:NodePublishVolume:InvalidArgument",
     ),
     (
         "volume.access-mode.rwx",
-        &[],
+        Hostpath(&[]),
         "error:NodeStageVolume:InvalidArgument",
     ),
     (
         "volume.access-mode.rwop",
-        &[],
+        Hostpath(&[]),
         "error:NodePublishVolume:InvalidArgument",
     ),
     (
         "volume.mount-options",
-        &[],
+        Hostpath(&[]),
         "error:NodePublishVolume:InvalidArgument",
     ),
     (
         "volume.fs-group",
-        &[],
+        Hostpath(&[]),
         "error:NodePublishVolume:PermissionDenied",
     ),
     (
+        "volume.mount-group",
+        MockMountGroup,
+        "error:NodePublishVolume:InvalidArgument",
+    ),
+    (
+        "volume.selinux-mount",
+        HostpathSeLinuxMount,
+        "error:NodeStageVolume:InvalidArgument",
+    ),
+    (
         "volume.pod-info",
-        &[],
+        Hostpath(&[]),
         "error:NodePublishVolume:InvalidArgument",
     ),
     (
         "volume.secrets",
-        &[],
+        Hostpath(&[]),
         "error:NodeStageVolume:Unauthenticated",
     ),
-    ("stats.usage", &[], "error:NodeGetVolumeStats:Internal"),
-    ("stats.condition", &[], "error:NodeGetVolumeStats:Internal"),
-    ("expand.online", &[], "error:NodeExpandVolume:Internal"),
+    (
+        "stats.usage",
+        Hostpath(&[]),
+        "error:NodeGetVolumeStats:Internal",
+    ),
+    (
+        "stats.condition",
+        Hostpath(&[]),
+        "error:NodeGetVolumeStats:Internal",
+    ),
+    (
+        "expand.online",
+        Hostpath(&[]),
+        "error:NodeExpandVolume:Internal",
+    ),
     (
         "expand.offline",
-        &[],
+        Hostpath(&[]),
         "error:NodeExpandVolume:FailedPrecondition",
     ),
     (
         "attach.controller-publish",
-        &["-enable-attach"],
+        Hostpath(&["-enable-attach"]),
         "error:ControllerUnpublishVolume@2:NotFound",
     ),
     (
         "attach.limit",
-        &["-enable-attach", "-attach-limit=2"],
+        Hostpath(&["-enable-attach", "-attach-limit=2"]),
         "error:ControllerPublishVolume@3:Internal",
     ),
     (
         "crash.uncertain-stage",
-        &[],
+        Hostpath(&[]),
         "error:NodeStageVolume@2:AlreadyExists",
     ),
     (
         "crash.uncertain-publish",
-        &[],
+        Hostpath(&[]),
         "error:NodePublishVolume@2:AlreadyExists",
     ),
     (
         "crash.kill-stage",
-        &[],
+        Hostpath(&[]),
         "error:NodeStageVolume@2:AlreadyExists",
     ),
     // The driver answers Unavailable itself: the call was answered, no kill landed in it.
     (
         "crash.kill-publish",
-        &[],
+        Hostpath(&[]),
         "error:NodePublishVolume:Unavailable",
     ),
     (
         "crash.kill-unpublish",
-        &[],
+        Hostpath(&[]),
         "error:NodeUnpublishVolume@2:Internal",
     ),
     // The connection drops before the driver is called, and kcsi's client sends the call
     // again on a new one: answered, no kill landed in it.
-    ("crash.kill-unstage", &[], "drop:NodeUnstageVolume"),
+    (
+        "crash.kill-unstage",
+        Hostpath(&[]),
+        "drop:NodeUnstageVolume",
+    ),
     (
         "crash.kill-expand",
-        &[],
+        Hostpath(&[]),
         "error:NodeExpandVolume@2:Internal",
     ),
-    ("crash.reconstruct", &[], "error:NodeUnstageVolume:Internal"),
+    (
+        "crash.reconstruct",
+        Hostpath(&[]),
+        "error:NodeUnstageVolume:Internal",
+    ),
     (
         "crash.vol-data-missing",
-        &[],
+        Hostpath(&[]),
         "error:NodeUnpublishVolume:NotFound",
     ),
     (
         "crash.vol-data-empty",
-        &[],
+        Hostpath(&[]),
         "error:NodeUnstageVolume@2:NotFound",
     ),
 ];
 
-fn fails_under_a_fault(name: &str, flags: &[&str], fault: &str) {
-    let mut driver = DriverProcess::hostpath("node-1", flags);
-    let (code, report) = conformance(&mut driver, &["--case", name, "--fault", fault]);
+fn fails_under_a_fault(name: &str, on: Driver, fault: &str) {
+    let (mut driver, extra) = on.start();
+    let mut args = vec!["--case", name, "--fault", fault];
+    args.extend(extra);
+    let (code, report) = conformance(&mut driver, &args);
     assert_eq!(verdicts(&report).len(), 1, "{report:#}");
     let c = case(&report, name);
     assert_eq!(c["verdict"], "fail", "{fault}: {report:#}");
@@ -343,8 +423,8 @@ fn each_case_fails_by_name_under_a_fault_that_breaks_it() {
     let mut all = all_cases();
     all.sort();
     assert_eq!(covered, all, "every case has a fault that breaks it");
-    for (name, flags, fault) in BROKEN {
-        fails_under_a_fault(name, flags, fault);
+    for (name, on, fault) in BROKEN {
+        fails_under_a_fault(name, *on, fault);
     }
 }
 
@@ -416,6 +496,81 @@ fn secrets_reach_the_driver_and_no_value_shows_in_the_report() {
         for text in &shown {
             assert!(!text.contains(value), "{value} shown: {text}");
         }
+    }
+}
+
+#[test]
+fn the_mock_driver_with_volume_mount_group_gets_the_fs_group_as_volume_mount_group() {
+    // Kubernetes' e2e mock driver mounts nothing: the case checks the calls and says it could
+    // not check the group of files at the target. Its other volume cases fail for that reason,
+    // so only these two run.
+    let driver = DriverProcess::mock("mock.csi.k8s.io", &["-volume-mount-group"]);
+    let (code, report) = conformance_at(
+        &driver,
+        &["--case", "volume.mount-group", "--case", "volume.fs-group"],
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+    let c = case(&report, "volume.mount-group");
+    assert_eq!(c["verdict"], "pass", "{report:#}");
+    let note = c["note"].as_str().unwrap();
+    assert!(
+        note.contains("NodeStageVolume and NodePublishVolume carried volume_mount_group \"4321\"")
+            && note.contains("nothing is mounted at"),
+        "{note}"
+    );
+    // The driver logged both calls with the fsGroup.
+    for call in ["NodeStageVolume", "NodePublishVolume"] {
+        let request = driver.last_request(call);
+        assert_eq!(
+            mount_capability(&request)["volume_mount_group"],
+            "4321",
+            "{call}: {request}"
+        );
+    }
+    // The kubelet leaves the fsGroup to such a driver: the chown case does not apply.
+    let fs_group = case(&report, "volume.fs-group");
+    assert_eq!(fs_group["verdict"], "skip", "{report:#}");
+    let reason = fs_group["reason"].as_str().unwrap();
+    assert!(reason.contains("volume.mount-group"), "{reason}");
+
+    let plain = DriverProcess::mock("mock.csi.k8s.io", &[]);
+    let (code, report) = conformance_at(&plain, &["--case", "volume.mount-group"]);
+    assert_eq!(code, Some(0), "{report:#}");
+    let c = case(&report, "volume.mount-group");
+    assert_eq!(c["verdict"], "skip", "{report:#}");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(reason.contains("VOLUME_MOUNT_GROUP"), "{reason}");
+}
+
+#[test]
+fn selinux_mount_sends_the_context_option_in_stage_and_publish() {
+    let driver = DriverProcess::hostpath("node-1", &[]);
+    let (code, report) = conformance_at(&driver, &["--case", "volume.selinux-mount"]);
+    assert_eq!(code, Some(0), "{report:#}");
+    let c = case(&report, "volume.selinux-mount");
+    assert_eq!(c["verdict"], "skip", "{report:#}");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(reason.contains("--selinux-mount"), "{reason}");
+    assert!(driver.requests("NodePublishVolume").is_empty());
+
+    let (code, report) = conformance_at(
+        &driver,
+        &["--case", "volume.selinux-mount", "--selinux-mount"],
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+    let c = case(&report, "volume.selinux-mount");
+    assert_eq!(c["verdict"], "pass", "{report:#}");
+    // The kubelet's context=%q of the pod's file label, in both calls the driver logged.
+    let flag = r#"context="system_u:object_r:container_file_t:s0:c123,c456""#;
+    for call in ["NodeStageVolume", "NodePublishVolume"] {
+        let request = driver.last_request(call);
+        let flags = &mount_capability(&request)["mount_flags"];
+        assert_eq!(flags, &serde_json::json!([flag]), "{call}: {request}");
+    }
+    let note = c["note"].as_str().unwrap();
+    assert!(note.contains(flag), "{note}");
+    if !Path::new("/sys/fs/selinux").exists() {
+        assert!(note.contains("this host has no SELinux"), "{note}");
     }
 }
 

@@ -174,9 +174,25 @@ pub const CASES: &[Case] = &[
     case!(
         "volume.fs-group",
         volume::fs_group,
-        "with CSIDriver fsGroupPolicy File and a pod fsGroup, the volume root and a file \
-         written there belong to the fsGroup (by the driver with VOLUME_MOUNT_GROUP, else by \
-         the kubelet's chown and setgid, which the driver's filesystem must keep)"
+        "with CSIDriver fsGroupPolicy File, a pod fsGroup and no VOLUME_MOUNT_GROUP, the \
+         volume root and a file written there belong to the fsGroup by the kubelet's chown and \
+         setgid, which the driver's filesystem must keep"
+    ),
+    case!(
+        "volume.mount-group",
+        volume::mount_group,
+        "with VOLUME_MOUNT_GROUP, the pod's fsGroup reaches NodeStageVolume and \
+         NodePublishVolume as volume_mount_group, the driver answers OK, and where something is \
+         mounted at the target the root and a file written there belong to the fsGroup (the \
+         kubelet does not chown)"
+    ),
+    case!(
+        "volume.selinux-mount",
+        volume::selinux_mount,
+        "with CSIDriver seLinuxMount (--selinux-mount), a ReadWriteOncePod volume's \
+         NodeStageVolume and NodePublishVolume carry the pod's label as the mount flag \
+         context=\"...\", the driver answers OK, and on an SELinux host where something is \
+         mounted the target carries that label"
     ),
     case!(
         "volume.pod-info",

@@ -40,6 +40,8 @@ pub struct VolumeWish {
     pub attach: bool,
     /// The pod's fsGroup.
     pub fs_group: Option<i64>,
+    /// The pod's SELinux file label, which the volume manager mounts the volume with.
+    pub se_linux_label: Option<String>,
     /// Send [`SECRETS`] as the PV's stage, publish and controller publish secrets.
     pub secrets: bool,
 }
@@ -82,6 +84,7 @@ impl Default for VolumeWish {
             bytes: 10 << 20,
             attach: true,
             fs_group: None,
+            se_linux_label: None,
             secrets: false,
         }
     }
@@ -98,6 +101,8 @@ pub struct Ctx {
     pub facts: Arc<Facts>,
     /// Mount options the driver says it honours (`--mount-option`).
     pub mount_options: Vec<String>,
+    /// The driver's CSIDriver sets seLinuxMount: true (`--selinux-mount`).
+    pub selinux_mount: bool,
     /// The driver's process, when the suite runs it (`--driver-command`).
     pub driver: Option<Arc<OwnedDriver>>,
     /// The deadline of each CSI call.
@@ -172,6 +177,7 @@ impl Ctx {
         });
         Ok(Ctx {
             mount_options: Vec::new(),
+            selinux_mount: false,
             driver: None,
             timeout,
             root,
@@ -377,7 +383,7 @@ impl Ctx {
             pod_uid: format!("kcsi-conformance-pod-{n}"),
         };
         let attributes = created.volume_context.into_iter().collect();
-        let v = node::volume(
+        let mut v = node::volume(
             &self.facts.driver,
             &created.volume_id,
             &args,
@@ -391,6 +397,7 @@ impl Ctx {
                 unanswered: false,
             })
         })?;
+        v.se_linux_label = w.se_linux_label.clone();
         self.placed.push(Placed {
             v: v.clone(),
             staged: false,

@@ -79,6 +79,7 @@ pub async fn run(a: ConformanceArgs, json: bool) -> Result<i32, UsageError> {
         rpc: seconds("timeout", a.timeout)?,
         case: seconds("case-timeout", a.case_timeout)?,
         mount_options: a.mount_options,
+        selinux_mount: a.selinux_mount,
         faults: a.fault,
         driver: None,
     };

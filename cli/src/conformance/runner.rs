@@ -68,6 +68,8 @@ pub struct Settings {
     pub case: Duration,
     /// Mount options the driver says it honours (`--mount-option`).
     pub mount_options: Vec<String>,
+    /// The driver's CSIDriver sets seLinuxMount: true (`--selinux-mount`).
+    pub selinux_mount: bool,
     /// Faults for every case's proxy (`--fault`).
     pub faults: Vec<Fault>,
     /// The driver's process, when the suite runs it (`--driver-command`).
@@ -98,6 +100,7 @@ pub async fn run(
     let mut ctx = match Ctx::new(facts.clone(), case.name, socket, all, rpc, tx) {
         Ok(mut c) => {
             c.mount_options = settings.mount_options.clone();
+            c.selinux_mount = settings.selinux_mount;
             c.driver = settings.driver.clone();
             c
         }

@@ -109,9 +109,19 @@ kubelet gives the volume to the pod's fsGroup itself (chown, setgid on directori
 NodePublish, and the pod's processes rely on the filesystem keeping it \
 (pkg/volume/volume_linux.go SetVolumeOwnership, pkg/volume/csi/csi_mounter.go SetUpAt)";
 
-pub const MOUNT_GROUP: &str = "with VOLUME_MOUNT_GROUP the kubelet sends the fsGroup as \
-volume_mount_group and does not chown: the driver must mount so that the volume belongs to it \
-(pkg/volume/csi/csi_mounter.go SetUpAt, csi_client.go NodeSupportsVolumeMountGroup)";
+pub const MOUNT_GROUP: &str = "with VOLUME_MOUNT_GROUP the kubelet sends the pod's fsGroup as \
+VolumeCapability.Mount.volume_mount_group to NodeStageVolume and NodePublishVolume and does not \
+chown the volume itself: the driver must accept it and mount so that the volume belongs to the \
+group (pkg/volume/csi/csi_attacher.go MountDevice, csi_mounter.go SetUpAt \
+driverSupportsCSIVolumeMountGroup, csi_client.go NodeSupportsVolumeMountGroup)";
+
+pub const SELINUX_MOUNT: &str = "with CSIDriver seLinuxMount: true on an SELinux node, the \
+kubelet mounts a ReadWriteOncePod volume (every volume with the SELinuxMount gate, beta and off \
+by default in v1.36) with the pod's SELinux label instead of having the runtime relabel each \
+file: it appends context=\"<label>\" to the mount_flags of NodeStageVolume and \
+NodePublishVolume, so a driver that refuses the option fails the mount and one that drops it \
+leaves the pod without access to its files (pkg/volume/util/selinux.go GetMountSELinuxLabel, \
+VolumeSupportsSELinuxMount; pkg/volume/csi/csi_attacher.go MountDevice, csi_mounter.go SetUpAt)";
 
 pub const KILL_STAGE: &str = "a driver killed inside NodeStageVolume leaves the kubelet \
 Unavailable with no status, which is not final: it marks the device uncertain and MountDevice \

@@ -1,5 +1,6 @@
 //! A volume's life on the node in the kubelet's order and at its paths: filesystem and block,
-//! repeats, read-only, each access mode, mount options, pod info.
+//! repeats, read-only, each access mode, mount options, fsGroup and VOLUME_MOUNT_GROUP, the
+//! SELinux context mount option, pod info, secrets.
 
 use std::path::Path;
 
@@ -230,30 +231,25 @@ const FS_GROUP: u32 = 4321;
 
 pub async fn fs_group(c: &mut Ctx) -> Outcome {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if c.facts.node.volume_mount_group {
+        return Err(End::Skip(
+            "the driver has Node VOLUME_MOUNT_GROUP, so the kubelet leaves the fsGroup to it \
+             and does not chown (volume.mount-group checks that)"
+                .into(),
+        ));
+    }
+    let breaks = upstream::FS_GROUP;
     c.csidriver(json!({"fsGroupPolicy": "File"}));
     let wish = VolumeWish {
         fs_group: Some(FS_GROUP.into()),
         ..Default::default()
     };
-    let by_driver = c.facts.node.volume_mount_group;
-    let breaks = if by_driver {
-        upstream::MOUNT_GROUP
-    } else {
-        upstream::FS_GROUP
-    };
     let v = c.volume(&wish).await?;
     let path = c.set_up(&v).await?;
     mounted_at(&path)?;
-    let file = path.join("kcsi-conformance-fsgroup");
-    std::fs::write(&file, b"fsGroup")
-        .map_err(|e| check(format!("cannot write {}: {e}", file.display()), breaks))?;
-    let meta = |p: &Path| {
-        std::fs::metadata(p).map_err(|e| check(format!("cannot stat {}: {e}", p.display()), breaks))
-    };
-    let (root, new) = (meta(&path)?, meta(&file)?);
-    let _ = std::fs::remove_file(&file);
+    let (root, new) = group_of_new_file(&path, breaks)?;
     let setgid = root.permissions().mode() & 0o2000 != 0;
-    if root.gid() != FS_GROUP || new.gid() != FS_GROUP || !(by_driver || setgid) {
+    if root.gid() != FS_GROUP || new.gid() != FS_GROUP || !setgid {
         return Err(check(
             format!(
                 "with fsGroup {FS_GROUP} the volume root has gid {} (setgid {setgid}) and a new \
@@ -266,13 +262,204 @@ pub async fn fs_group(c: &mut Ctx) -> Outcome {
     }
     c.tear_down(&v).await?;
     Ok(format!(
-        "root and a new file have gid {FS_GROUP}, {}",
-        if by_driver {
-            "applied by the driver (VOLUME_MOUNT_GROUP)"
-        } else {
-            "the root setgid (the kubelet's chown, which the filesystem kept)"
-        }
+        "root and a new file have gid {FS_GROUP}, the root setgid (the kubelet's chown, which \
+         the filesystem kept)"
     ))
+}
+
+/// The metadata of the volume root at `path` and of a file written there (then removed).
+fn group_of_new_file(
+    path: &Path,
+    breaks: &'static str,
+) -> Result<(std::fs::Metadata, std::fs::Metadata), End> {
+    let file = path.join("kcsi-conformance-fsgroup");
+    std::fs::write(&file, b"fsGroup")
+        .map_err(|e| check(format!("cannot write {}: {e}", file.display()), breaks))?;
+    let meta = |p: &Path| {
+        std::fs::metadata(p).map_err(|e| check(format!("cannot stat {}: {e}", p.display()), breaks))
+    };
+    let got = meta(path).and_then(|root| Ok((root, meta(&file)?)));
+    let _ = std::fs::remove_file(&file);
+    got
+}
+
+/// The calls that carry a filesystem volume's capability: NodeStageVolume (with
+/// STAGE_UNSTAGE_VOLUME) and NodePublishVolume.
+fn capability_calls(c: &Ctx) -> Vec<&'static str> {
+    if c.facts.node.stage_unstage {
+        vec!["NodeStageVolume", "NodePublishVolume"]
+    } else {
+        vec!["NodePublishVolume"]
+    }
+}
+
+/// Fails unless a request of each of `calls` that this case's proxy saw contains `text`.
+fn each_carried(
+    c: &Ctx,
+    calls: &[&str],
+    text: &str,
+    what: &str,
+    breaks: &'static str,
+) -> Result<(), End> {
+    for call in calls {
+        let requests = c.requests(call);
+        if !requests.iter().any(|r| r.contains(text)) {
+            return Err(check(
+                format!("no {call} carried {what}: {requests:?}"),
+                breaks,
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub async fn mount_group(c: &mut Ctx) -> Outcome {
+    use std::os::unix::fs::MetadataExt;
+    if !c.facts.node.volume_mount_group {
+        return Err(End::Skip(
+            "the driver has no Node VOLUME_MOUNT_GROUP (the kubelet applies the fsGroup itself: \
+             volume.fs-group)"
+                .into(),
+        ));
+    }
+    let breaks = upstream::MOUNT_GROUP;
+    c.csidriver(json!({"fsGroupPolicy": "File"}));
+    let wish = VolumeWish {
+        fs_group: Some(FS_GROUP.into()),
+        ..Default::default()
+    };
+    let v = c.volume(&wish).await?;
+    let sent = format!("volume_mount_group \"{FS_GROUP}\"");
+    let path = c
+        .set_up(&v)
+        .await
+        .map_err(|e| e.blame(breaks, &format!("with {sent}: ")))?;
+    let calls = capability_calls(c);
+    // As the request's text shows the field.
+    let field = format!("volume_mount_group: \"{FS_GROUP}\"");
+    each_carried(c, &calls, &field, &sent, breaks)?;
+    let group = match kcsi::is_mount_point(&path) {
+        Ok(true) => {
+            let (root, new) = group_of_new_file(&path, breaks)?;
+            if root.gid() != FS_GROUP || new.gid() != FS_GROUP {
+                return Err(check(
+                    format!(
+                        "NodePublishVolume with {sent} answered OK, but the volume root has gid \
+                         {} and a new file gid {}: the kubelet does not chown a volume of a \
+                         driver with VOLUME_MOUNT_GROUP",
+                        root.gid(),
+                        new.gid()
+                    ),
+                    breaks,
+                ));
+            }
+            format!("the root and a new file have gid {FS_GROUP}")
+        }
+        Ok(false) => format!(
+            "nothing is mounted at {}, so the group of files in the volume was not checked",
+            path.display()
+        ),
+        Err(e) => return Err(fail(breaks)(e)),
+    };
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "{} carried {sent} and answered OK; {group}",
+        calls.join(" and ")
+    ))
+}
+
+/// The pod's SELinux file label volume.selinux-mount mounts with: the kubelet's translation
+/// of a pod's seLinuxOptions level s0:c123,c456 (pkg/volume/util/selinux.go
+/// SELinuxOptionsToFileLabel).
+pub const SELINUX_LABEL: &str = "system_u:object_r:container_file_t:s0:c123,c456";
+
+pub async fn selinux_mount(c: &mut Ctx) -> Outcome {
+    if !c.selinux_mount {
+        return Err(End::Skip(
+            "the run does not say that the driver's CSIDriver sets seLinuxMount: true (give \
+             --selinux-mount)"
+                .into(),
+        ));
+    }
+    let breaks = upstream::SELINUX_MOUNT;
+    c.csidriver(json!({"seLinuxMount": true}));
+    let wish = VolumeWish {
+        access_mode: "ReadWriteOncePod",
+        se_linux_label: Some(SELINUX_LABEL.into()),
+        ..Default::default()
+    };
+    let v = c.volume(&wish).await?;
+    // The option as the kubelet formats it (context=%q), and as the request's text shows it.
+    let flag = format!("context={SELINUX_LABEL:?}");
+    let shown = format!("{flag:?}");
+    let path = c
+        .set_up(&v)
+        .await
+        .map_err(|e| e.blame(breaks, &format!("with mount_flags [{shown}]: ")))?;
+    let calls = capability_calls(c);
+    each_carried(c, &calls, &shown, &format!("the mount flag {flag}"), breaks)?;
+    let label = if !Path::new(SELINUXFS).exists() {
+        format!(
+            "this host has no SELinux ({SELINUXFS} is missing), so the label in effect was not \
+             checked"
+        )
+    } else {
+        match kcsi::is_mount_point(&path) {
+            Ok(true) => {
+                let have = selinux_label_of(&path).map_err(|e| {
+                    check(
+                        format!("cannot read the SELinux label of {}: {e}", path.display()),
+                        breaks,
+                    )
+                })?;
+                if have != SELINUX_LABEL {
+                    return Err(check(
+                        format!(
+                            "NodePublishVolume with {flag} answered OK, but {} is labelled \
+                             {have:?}: the container runtime does not relabel a volume the \
+                             kubelet mounted with the context option",
+                            path.display()
+                        ),
+                        breaks,
+                    ));
+                }
+                format!("the target is labelled {SELINUX_LABEL}")
+            }
+            Ok(false) => format!(
+                "nothing is mounted at {}, so the label in effect was not checked",
+                path.display()
+            ),
+            Err(e) => return Err(fail(breaks)(e)),
+        }
+    };
+    c.tear_down(&v).await?;
+    Ok(format!(
+        "a ReadWriteOncePod volume: {} carried {flag} and answered OK; {label}",
+        calls.join(" and ")
+    ))
+}
+
+/// Where the kernel's SELinux filesystem is mounted when SELinux is on.
+const SELINUXFS: &str = "/sys/fs/selinux";
+
+/// The security.selinux attribute of `path`.
+fn selinux_label_of(path: &Path) -> std::io::Result<String> {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
+    let mut buf = [0u8; 1024];
+    // SAFETY: getxattr on NUL-terminated strings, into a buffer of the length given.
+    let n = unsafe {
+        libc::getxattr(
+            p.as_ptr(),
+            c"security.selinux".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let text = String::from_utf8_lossy(&buf[..n as usize]);
+    Ok(text.trim_end_matches('\0').to_string())
 }
 
 pub async fn pod_info(c: &mut Ctx) -> Outcome {
