@@ -40,7 +40,7 @@ done
 for p in /sys/fs/cgroup/ /sys/fs/cgroup/*/; do
   for n in docker libpod_parent; do [ -e "$p$n" ] || made_cgroups+=("$p$n"); done
 done
-PLUGIN='' DRIVER='' DOCKERD_PID=''
+PLUGIN='' DRIVER='' DOCKERD_PID='' PODMAN_SERVICE=''
 
 stop_plugin() {
   [ -n "$PLUGIN" ] || return 0
@@ -50,11 +50,28 @@ stop_dockerd() {
   [ -n "$DOCKERD_PID" ] || return 0
   kill "$DOCKERD_PID" 2>/dev/null; wait "$DOCKERD_PID" 2>/dev/null; DOCKERD_PID=''
 }
+# Podman's API service (`podman system service`) on a private socket, for the clients that
+# use it (podman --url); containers outlive it, as they outlive dockerd with live-restore.
+PSOCK=$D/podman.sock
+start_podman_service() {
+  podman system service --time=0 "unix://$PSOCK" >>"$D/podman-service.log" 2>&1 &
+  PODMAN_SERVICE=$!
+  for _ in $(seq 200); do
+    podman --url "unix://$PSOCK" version >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "podman system service did not come up:"; tail -20 "$D/podman-service.log"; exit 1
+}
+stop_podman_service() {
+  [ -n "$PODMAN_SERVICE" ] || return 0
+  kill "$PODMAN_SERVICE" 2>/dev/null; wait "$PODMAN_SERVICE" 2>/dev/null; PODMAN_SERVICE=''
+}
 cleanup() {
   exec 3>&-
   [ -n "$DOCKERD_PID" ] && $DOCKER ps -aq | xargs -r $DOCKER rm -f >/dev/null 2>&1
   podman rm -f -a -t 0 >/dev/null 2>&1
   stop_dockerd
+  stop_podman_service
   # What dockerd's containerd still runs on this run's sockets (after a dockerd that died).
   for f in $(grep -lsF "$D/dexec/" /proc/[0-9]*/cmdline); do
     f=${f#/proc/}; kill -9 "${f%/cmdline}" 2>/dev/null
@@ -110,6 +127,10 @@ start_dockerd() {
 
 # This machine's root may not raise rlimits (no CAP_SYS_RESOURCE), which Podman does by default;
 # crun fails on its cgroup layout, runc does not.
+# No static_dir: Podman 4.3 does not hand it to the `container cleanup` conmon runs when a
+# container exits, so that process looked for the container in the default database, failed,
+# and every `podman run` waited out its 20 s conmon timeout. The default (under graphroot) is
+# private all the same.
 cat >"$D/containers.conf" <<EOF
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
@@ -122,7 +143,6 @@ events_logfile_path = "$D/podman/events.log"
 lock_type = "file"
 runtime = "runc"
 tmp_dir = "$D/podman/tmp"
-static_dir = "$D/podman/libpod"
 volume_path = "$D/podman/volumes"
 
 [network]

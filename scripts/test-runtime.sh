@@ -204,6 +204,22 @@ podman stop p2 >/dev/null
 check "podman stop p2: the restarted plugin unpublished and unstaged it" node pod 3/3/3/3 ""
 podman rm p1 p2 >/dev/null
 
+echo "--- Podman's API service restarted under a running container"
+start_podman_service
+PR="podman --url unix://$PSOCK"
+$PR run -d --name s1 -v pod:/data $IMG sh -c "$LONG" >/dev/null
+check "a container run through the service: one more NodeStage and NodePublish" node pod 4/4/3/3 pod:1
+stop_podman_service
+start_podman_service
+check "the service's restart unpublished nothing" node pod 4/4/3/3 pod:1
+$PR exec s1 sh -c 'echo after the service restart >/data/s'
+check "exec through the restarted service writes into the driver's volume" \
+  is "$(cat "$STATE/$h/s" 2>&1)" "after the service restart"
+$PR stop s1 >/dev/null
+check "stop through the restarted service: unpublished and unstaged" node pod 4/4/4/4 ""
+$PR rm s1 >/dev/null
+stop_podman_service
+
 echo "--- bad options are refused with a clear Err, by both runtimes"
 out=$($DOCKER volume create --driver "$NAME" -o size=lots bad 2>&1)
 check "docker: size=lots fails with kcsi's class" has "$out" "kcsi InvalidArgument, class final"
