@@ -245,7 +245,19 @@ check "podman volume ls = the plugin's List = the driver's volumes" \
   "from-docker pod/from-docker pod/$NAME-from-docker $NAME-pod"
 podman volume rm pod >/dev/null
 $DOCKER volume rm from-docker >/dev/null
-check "all removed" is "$(drv count DeleteVolume)/$(ls "$STATE" | grep -vx state.json)" 5/
+
+echo "--- a block volume: the container gets the device"
+# Docker's default device cgroup denies a device it did not create: the rule lets the
+# container open the one the volume brings.
+$DOCKER volume create --driver "$NAME" -o size=4Mi -o block=true blk >/dev/null
+out=$($DOCKER run --rm --network none --device-cgroup-rule 'b *:* rwm' -v blk:/data/dev $IMG \
+  sh -c 'echo into the device >/data/dev && echo written' 2>&1)
+check "docker run wrote into the block device at /data/dev" is "$out" "written"
+check "the bytes are at the start of the driver's block volume" \
+  is "$(head -c 16 "$STATE/$(drv handle blk)" 2>&1)" "into the device"
+check "blk: staged and published as a block volume once, then undone" node blk 1/1/1/1 ""
+$DOCKER volume rm blk >/dev/null
+check "all removed" is "$(drv count DeleteVolume)/$(ls "$STATE" | grep -vx state.json)" 6/
 
 stop_plugin
 check "the plugin removed its socket on SIGTERM" [ ! -e "$SOCK" ]
