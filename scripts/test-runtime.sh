@@ -256,6 +256,14 @@ check "docker run wrote into the block device at /data/dev" is "$out" "written"
 check "the bytes are at the start of the driver's block volume" \
   is "$(head -c 16 "$STATE/$(drv handle blk)" 2>&1)" "into the device"
 check "blk: staged and published as a block volume once, then undone" node blk 1/1/1/1 ""
+# Podman mounts volumes nodev unless told `dev`.
+podman volume reload >/dev/null
+out=$(podman run --rm --device-cgroup-rule 'b *:* rwm' -v blk:/data/dev:dev $IMG \
+  sh -c 'echo from podman too >/data/dev && echo written' 2>&1)
+check "podman run wrote into the block device at /data/dev" is "$out" "written"
+check "the bytes are at the start of the driver's block volume" \
+  is "$(head -c 16 "$STATE/$(drv handle blk)" 2>&1)" "from podman too"
+check "blk: staged and published once more, then undone" node blk 2/2/2/2 ""
 $DOCKER volume rm blk >/dev/null
 check "all removed" is "$(drv count DeleteVolume)/$(ls "$STATE" | grep -vx state.json)" 6/
 
