@@ -65,7 +65,7 @@ func run(args []string) error {
 		defer s.RemoveWork()
 	}
 	started := time.Now()
-	stopAPI, err := s.StartCluster(ctx, false)
+	stopAPI, err := s.StartCluster(ctx, false, false)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,12 @@
 //	    (pkg/observe/allowlist.go): the CSI requests the driver received (stateful ones in
 //	    order and in full, the others by count), the files under the kubelet root, the
 //	    Node/CSINode objects, the namespace's pod phases, PVC and PV status and conditions,
-//	    and the reasons of its events (pkg/observe).
+//	    the reasons of its events (pkg/observe), and the API requests of the kubelet and the
+//	    attach/detach controller by user, verb and resource (the API server's audit log). The
+//	    cluster runs as a real one does: Node,RBAC and NodeRestriction, each kubelet with its
+//	    node's client certificate, the controller and the sidecars with their service
+//	    accounts' RBAC (pkg/cluster/identity.go); any of their requests answered Forbidden
+//	    fails the scenario.
 //
 // The kubelet benchmarks (benches/kubelet) run their nodes' kubelets and controllers through
 // this binary's kubelet and controller commands.

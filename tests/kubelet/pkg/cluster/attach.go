@@ -116,7 +116,7 @@ func (a *AttachStack) StartDriver(ctx context.Context, attachLimit int) error {
 		return err
 	}
 	if a.Attacher, err = StartProc(filepath.Join(a.Dir, "external-attacher.log"), a.attacherBin, "--csi-address="+a.Socket,
-		"--kubeconfig="+a.n.Suite.Kubeconfig, "-v=3"); err != nil {
+		"--kubeconfig="+a.n.Suite.KubeconfigOf(User(AttacherIdentity.NS, AttacherIdentity.SA)), "-v=3"); err != nil {
 		return fmt.Errorf("external-attacher: %w", err)
 	}
 	return nil
@@ -133,7 +133,7 @@ func (a *AttachStack) RestartDriver(ctx context.Context, attachLimit int) error 
 func (a *AttachStack) StartController() error {
 	var err error
 	a.Controller, err = StartProc(a.ControllerLog, a.n.Suite.E2E, "controller", "-plugin", a.n.Plugin,
-		"-kubeconfig", a.n.Suite.Kubeconfig, "-flex-dir", filepath.Join(a.Dir, "flex"), "-v=5")
+		"-kubeconfig", a.n.Suite.KubeconfigOf(User(ControllerSA[0], ControllerSA[1])), "-flex-dir", filepath.Join(a.Dir, "flex"), "-v=5")
 	if err != nil {
 		return fmt.Errorf("attach/detach controller: %w", err)
 	}

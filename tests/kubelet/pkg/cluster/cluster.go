@@ -4,22 +4,31 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
 // StartCluster starts the suite's kube-apiserver and etcd under the work dir, with an audit
-// log if asked (AuditLog), and creates the CSIDriver objects of the main and the attach
-// driver; the returned func stops the API server.
-func (s *Suite) StartCluster(ctx context.Context, audit bool) (func(), error) {
+// log if asked (AuditLog), secure if asked (Node,RBAC and NodeRestriction, and an identity
+// of its own for each node of observe.Plugins, the controller and the sidecars:
+// identity.go), and creates the CSIDriver objects of the main and the attach driver; the
+// returned func stops the API server.
+func (s *Suite) StartCluster(ctx context.Context, audit, secure bool) (func(), error) {
 	started := time.Now()
 	dir := filepath.Join(s.Work, "api")
 	var env []string
 	if audit {
 		env = append(env, "KCSI_APISERVER_AUDIT=1")
+	}
+	if secure {
+		env = append(env, "KCSI_APISERVER_NODE_AUTHZ=1",
+			"KCSI_APISERVER_NODE_CERTS="+strings.Join(SecureNodes(observe.Plugins), " "))
 	}
 	stopAPI, err := s.StartAPIServer(dir, env...)
 	if err != nil {
@@ -27,6 +36,13 @@ func (s *Suite) StartCluster(ctx context.Context, audit bool) (func(), error) {
 	}
 	if audit {
 		s.AuditLog = filepath.Join(dir, "audit.log")
+	}
+	if secure {
+		s.Secure = true
+		if err := s.setUpIdentities(ctx, dir); err != nil {
+			stopAPI()
+			return nil, err
+		}
 	}
 	for _, d := range []*storagev1.CSIDriver{HostpathCSIDriver(), AttachCSIDriver()} {
 		if _, err := s.Client.StorageV1().CSIDrivers().Create(ctx, d, metav1.CreateOptions{}); err != nil {

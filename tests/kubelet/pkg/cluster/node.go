@@ -152,7 +152,7 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 // LaunchKubelet starts the kubelet process without waiting for it; kubeletArgs come last
 // and so override the defaults.
 func (n *Node) LaunchKubelet() error {
-	args := append([]string{"kubelet", "-plugin", n.Plugin, "-root", n.Root, "-kubeconfig", n.Suite.Kubeconfig,
+	args := append([]string{"kubelet", "-plugin", n.Plugin, "-root", n.Root, "-kubeconfig", n.Kubeconfig(),
 		"-node", n.Name, "-v=3"}, n.KubeletArgs...)
 	if err := os.MkdirAll(n.Root, 0o750); err != nil {
 		return err
@@ -162,6 +162,15 @@ func (n *Node) LaunchKubelet() error {
 		return fmt.Errorf("kubelet: %w", err)
 	}
 	return nil
+}
+
+// Kubeconfig is the kubelet's: in a secure cluster its node's client certificate's
+// (apiserver.sh KCSI_APISERVER_NODE_CERTS), the admin's otherwise.
+func (n *Node) Kubeconfig() string {
+	if n.Suite.Secure {
+		return filepath.Join(n.Suite.apiDir, "users", NodeUser(n.Name)+".kubeconfig")
+	}
+	return n.Suite.Kubeconfig
 }
 
 // NodeReady reports whether the Node's Ready condition is true.

@@ -21,6 +21,13 @@ type Suite struct {
 	Kubeconfig          string
 	Client              *clientset.Clientset
 	AuditLog            string // the API server's audit log, if StartCluster was asked for one
+	// Secure: the API server authorizes as a real cluster does (StartCluster, identity.go),
+	// and each kubelet, controller and sidecar has its own identity.
+	Secure bool
+	// identities are the kubeconfigs of the service accounts (by user name) in a secure
+	// cluster; users/system:node:<node>.kubeconfig under the API server's dir are the nodes'.
+	identities map[string]string
+	apiDir     string
 }
 
 // NewSuite finds the kubelet-e2e binary (e2e, or this one if empty) and the peers, and makes
@@ -59,6 +66,7 @@ func (s *Suite) StartAPIServer(dir string, env ...string) (func(), error) {
 	}
 	stop := func() { s.APIServer("stop", dir) }
 	s.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	s.apiDir = dir
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
 	if err != nil {
 		stop()

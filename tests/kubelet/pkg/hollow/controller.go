@@ -61,8 +61,10 @@ func RunController(args []string) error {
 	case "upstream":
 		plugins = csi.ProbeVolumePlugins()
 	case "kcsi":
-		// The line a kube-controller-manager changes (cmd/kube-controller-manager/app/plugins.go).
-		plugins = volumeplugin.ProbeAttachableVolumePlugins(volumeplugin.Config{Kubeconfig: *kubeconfig})
+		// The line a kube-controller-manager changes (cmd/kube-controller-manager/app/plugins.go):
+		// kcsi sends its API requests through the controller's own client, as upstream's
+		// plugin does.
+		plugins = volumeplugin.ProbeAttachableVolumePlugins(volumeplugin.Config{})
 		defer func() {
 			for _, p := range plugins {
 				p.(*volumeplugin.Plugin).Close()

@@ -114,10 +114,10 @@ func RunKubelet(args []string) error {
 	case "upstream":
 		plugins = append(plugins, csi.ProbeVolumePlugins()...)
 	case "kcsi":
-		// The two lines a kubelet changes. kcsi reads the kubelet's own CSIDriver informer,
-		// as upstream's plugin does.
-		p := volumeplugin.New(volumeplugin.Config{Kubeconfig: *kubeconfig, CSIDriversFromVolumeHost: true,
-			OrphanGracePeriod: *orphanGrace})
+		// The two lines a kubelet changes. kcsi sends its API requests through the kubelet's
+		// own client (its identity, user agent and QPS) and reads the kubelet's own CSIDriver
+		// informer, as upstream's plugin does.
+		p := volumeplugin.New(volumeplugin.Config{CSIDriversFromVolumeHost: true, OrphanGracePeriod: *orphanGrace})
 		plugins = append(plugins, p)
 		handlers["CSIPlugin"] = p.RegistrationHandler()
 		defer p.Close()

@@ -208,3 +208,28 @@ func TestAKcsiCheckFailsOnlyKcsiAndIsNeverCompared(t *testing.T) {
 		t.Errorf("CheckKcsi keys %q: want one kcsi check, not compared", o.keys)
 	}
 }
+
+func TestARequestInOneSetAloneIsAllowedOnlyForItsSide(t *testing.T) {
+	node := "system:node:<node> get pods"
+	lease := "system:node:<node> update leases"
+	get := "system:serviceaccount:kube-system:attachdetach-controller get volumeattachments"
+	list := "system:serviceaccount:kube-system:attachdetach-controller list volumeattachments"
+	for _, c := range []struct {
+		kcsi, upstream []string
+		want           bool
+	}{
+		{[]string{node}, []string{node}, true},
+		{[]string{node, lease}, []string{node}, true},
+		{[]string{node}, []string{node, lease}, true},
+		{[]string{node}, []string{node, get}, true},
+		{[]string{node, get}, []string{node}, false},
+		{[]string{node, list}, []string{node}, true},
+		{[]string{node}, []string{node, list}, false},
+		{[]string{node, "system:node:<node> get secrets"}, []string{node}, false},
+		{[]string{}, []string{node}, false},
+	} {
+		if _, ok := allowedDifference(RequestsKey, c.kcsi, c.upstream); ok != c.want {
+			t.Errorf("allowedDifference(%q, %q) = %v, want %v", c.kcsi, c.upstream, ok, c.want)
+		}
+	}
+}

@@ -48,12 +48,23 @@ func kubeletRestart(ctx context.Context, n *cluster.Node, o *observe.Observation
 	return runPod(ctx, n, o, pod, map[string]string{"restart": c.Handle}, func(pod *v1.Pod, z *observe.Normalizer) error {
 		n.StopKubelet()
 		m := n.Mark()
-		if err := n.StartKubelet(ctx); err != nil {
+		ready, err := n.WatchReady(ctx)
+		if err != nil {
+			return err
+		}
+		err = n.StartKubelet(ctx)
+		if err == nil {
+			err = ready.WaitPostedReady(ctx, 30*time.Second)
+		}
+		// When the restarted node said Ready (the scheduler and any alert on node readiness
+		// see a blip until it does).
+		ready.Record(o, "restarted:")
+		if err != nil {
 			return err
 		}
 		// Upstream reconstructs the volume as uncertain and publishes it again; wait for the
 		// volume manager to settle (the re-publish, or 20 s without it).
-		err := cluster.WaitFor(ctx, 20*time.Second, "the re-publish after the restart", func() (bool, error) {
+		err = cluster.WaitFor(ctx, 20*time.Second, "the re-publish after the restart", func() (bool, error) {
 			calls, err := n.CallsSince(m)
 			return slices.ContainsFunc(calls, func(c observe.Call) bool { return c.Method == "NodePublishVolume" }), err
 		})

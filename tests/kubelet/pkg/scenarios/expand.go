@@ -34,12 +34,13 @@ func withExpandableClass(ctx context.Context, n *cluster.Node) (func(), error) {
 	return func() { classes.Delete(context.Background(), expandableClass, metav1.DeleteOptions{}) }, nil
 }
 
-// startResizer runs the real external-resizer against the node's driver with the suite's
-// kubeconfig (one replica, so no leader election). It serves every namespace; the plugins'
+// startResizer runs the real external-resizer against the node's driver with its service
+// account's token, bound to its deploy manifest's RBAC in a secure cluster (one replica, so
+// no leader election). It serves every namespace; the plugins'
 // nodes run one after the other, so only the current node's claims are there to resize.
 func startResizer(n *cluster.Node) (*exec.Cmd, error) {
 	return cluster.StartProc(filepath.Join(n.Dir, "resizer.log"), n.Suite.Resizer, "--csi-address="+n.Socket,
-		"--kubeconfig="+n.Suite.Kubeconfig, "--leader-election=false", "-v=3")
+		"--kubeconfig="+n.Suite.KubeconfigOf(cluster.User(cluster.ResizerIdentity.NS, cluster.ResizerIdentity.SA)), "--leader-election=false", "-v=3")
 }
 
 // expandClaim runs a pod on an expandable claim, asks for newSize while it runs and waits

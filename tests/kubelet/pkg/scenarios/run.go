@@ -52,7 +52,7 @@ func Run(args []string) error {
 		return err
 	}
 	started := time.Now()
-	stopAPI, err := s.StartCluster(ctx, true)
+	stopAPI, err := s.StartCluster(ctx, true, true)
 	if err != nil {
 		return err
 	}
@@ -72,12 +72,15 @@ func Run(args []string) error {
 	}
 	for _, plugin := range observe.Plugins {
 		obs[plugin], errs[plugin] = map[string]*observe.Observation{}, map[string]error{}
+		nodeStart := time.Now()
 		n, err := s.StartNode(ctx, plugin, "-volume-stats-period=1s")
 		nodes[plugin] = n
 		if err != nil {
 			return err
 		}
-		for _, sc := range selected {
+		var observed []*observe.Observation
+		var windows []cluster.Window
+		for i, sc := range selected {
 			o := &observe.Observation{}
 			t := time.Now()
 			err := sc.run(ctx, n, o)
@@ -87,10 +90,17 @@ func Run(args []string) error {
 				status = "ERROR: " + err.Error()
 			}
 			fmt.Printf("[%s] %s: %s (%.1f s)\n", plugin, sc.name, status, time.Since(t).Seconds())
+			// The first scenario's API requests include the node's start-up's.
+			from := t
+			if i == 0 {
+				from = nodeStart
+			}
+			observed, windows = append(observed, o), append(windows, cluster.Window{From: from, To: time.Now()})
 		}
 		// Only one attach/detach controller may run.
 		n.Attach.Stop()
 		n.Attach = nil
+		n.AuditRequests(observed, nodeStart, windows)
 	}
 	leftBehind := cluster.StopNodes(nodes)
 

@@ -18,7 +18,7 @@ type scenario struct {
 // scenarios is every scenario, in the order they run (-scenarios picks some by name).
 var scenarios = []scenario{
 	{"pod-with-pvc", "a pre-bound PVC: the bind mount is there, data written through it lands in the driver's volume; deleting the pod unpublishes, unstages and removes the pod dir", podWithPVC},
-	{"kubelet-restart", "the kubelet restarted while the pod runs reconstructs the volume from disk and later tears it down cleanly", kubeletRestart},
+	{"kubelet-restart", "the kubelet restarted while the pod runs reconstructs the volume from disk and later tears it down cleanly; the node says Ready as soon after the restart as with upstream", kubeletRestart},
 	{"block-pvc", "a volumeMode: Block PVC is staged and mapped into the pod as a block device, then torn down", blockPVC},
 	{"inline-ephemeral", "a CSI ephemeral inline volume is published under the handle upstream derives from the pod UID and volume name, and torn down", inlineEphemeral},
 	{"fsgroup", "the pod's fsGroup is applied to the volume (fsGroupPolicy: File)", fsGroup},
