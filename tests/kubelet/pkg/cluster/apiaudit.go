@@ -81,7 +81,7 @@ func (n *Node) AuditRequests(obs []*observe.Observation, since time.Time, window
 			lines = append(lines, l)
 		}
 		slices.Sort(lines)
-		o.Add(observe.RequestsKey, lines...)
+		o.Add(o.RequestsKey(), lines...)
 	}
 }
 

@@ -18,6 +18,21 @@ type Observation struct {
 	// publishes counts the NodePublishVolume requests the snapshots saw: a scenario that
 	// published nothing tested nothing.
 	publishes int
+	// requestsDiffer: why this scenario's API requests (RequestsKey) are reported, not
+	// compared; empty for every scenario but those that make kcsi act where upstream does not.
+	requestsDiffer string
+}
+
+// RequestsDifferBecause has the scenario's API requests reported beside each other, not
+// compared, for the reason given (Forbidden answers still fail it).
+func (o *Observation) RequestsDifferBecause(reason string) { o.requestsDiffer = reason }
+
+// RequestsKey is the key the scenario's API requests go under.
+func (o *Observation) RequestsKey() string {
+	if o.requestsDiffer != "" {
+		return "info: " + RequestsKey + ", not compared: " + o.requestsDiffer
+	}
+	return RequestsKey
 }
 
 // Add records lines under key.

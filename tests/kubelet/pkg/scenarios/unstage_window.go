@@ -64,6 +64,7 @@ func unstageWindowBlock(ctx context.Context, n *cluster.Node, o *observe.Observa
 }
 
 func unstageWindowRun(ctx context.Context, n *cluster.Node, o *observe.Observation, block bool) (err error) {
+	o.RequestsDifferBecause("after the restart kcsi's plugin lists the pods bound to its node to find the volumes no pod uses (bindings/go/volumeplugin/orphans.go), which upstream's never does; and in this scenario upstream's restarted kubelet created and deleted its CSINode where kcsi's only updated it (seen once, cause not yet known)")
 	kubeletArgs := n.KubeletArgs
 	cluster.StopProc(n.Driver)
 	defer func() {
