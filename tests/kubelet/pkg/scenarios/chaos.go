@@ -569,13 +569,13 @@ func chaosReport(order []string, results map[string]*chaosResult, kills int, see
 	}
 	sort.Strings(kk)
 	fmt.Printf("\nchaos: %d kills per plugin, seed %d\n", kills, seed)
-	fmt.Printf("%-40s", "")
+	fmt.Printf("%-44s", "")
 	for _, p := range order {
 		fmt.Printf(" %10s", p)
 	}
 	fmt.Println()
 	row := func(name string, f func(*chaosResult) int) {
-		fmt.Printf("%-40s", name)
+		fmt.Printf("%-44s", name)
 		for _, p := range order {
 			fmt.Printf(" %10d", f(results[p]))
 		}
@@ -589,7 +589,7 @@ func chaosReport(order []string, results map[string]*chaosResult, kills int, see
 	for _, kind := range strandKinds {
 		row("stranded: "+kind, func(r *chaosResult) int { return len(r.Stranded[kind]) })
 	}
-	fmt.Printf("%-40s", "run time (s)")
+	fmt.Printf("%-44s", "run time (s)")
 	for _, p := range order {
 		fmt.Printf(" %10.0f", results[p].Took.Seconds())
 	}
