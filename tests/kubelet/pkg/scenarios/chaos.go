@@ -22,6 +22,7 @@ import (
 
 	"kcsi.dev/kcsi/internal/mountinfo"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
+	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
 // The chaos run (`kubelet-e2e chaos`, issue #39): on each plugin's node, with one schedule
@@ -90,7 +91,9 @@ type chaosResult struct {
 	Skipped   []string       // held kills whose call could not be set up (done as random kills)
 	Stranded  strandings
 	Errors    []string // operations of the run that failed (pods that did not come up, ...)
-	Took      time.Duration
+	// RegistrarRestarts counts node-driver-registrar's exits after a failed registration.
+	RegistrarRestarts int
+	Took              time.Duration
 }
 
 // strandKinds are what is counted after the run, in the table's order.
@@ -232,6 +235,9 @@ type chaosRunner struct {
 
 // step does one kill of the schedule.
 func (r *chaosRunner) step(ctx context.Context, i int, st chaosStep) error {
+	if err := r.ensureRegistrar(ctx); err != nil {
+		return err
+	}
 	c := r.claims[st.Claim%len(r.claims)]
 	if st.Phase != "random" {
 		missed, why, err := r.held(ctx, st, c)
@@ -303,14 +309,17 @@ func (r *chaosRunner) held(ctx context.Context, st chaosStep, c *chaosClaim) (mi
 		log, err := n.LogSince(m)
 		return strings.Contains(log, hold), err
 	})
-	// Read before the kill: the held call is logged (failed) once its caller goes.
+	// Read before the kill: the held call is logged, failed with its caller's Canceled or
+	// DeadlineExceeded, only once it ended. The hold takes the first such call after the
+	// driver's start, which may be another volume's (the kubelet retrying an operation an
+	// earlier kill left): the kill lands inside that one then.
 	calls, err := n.CallsSince(m)
 	if err != nil {
 		return "", "", err
 	}
 	answered := 0
 	for _, call := range calls {
-		if call.Method == st.Phase && call.Request["volume_id"] == c.c.Handle {
+		if call.Method == st.Phase && (strings.Contains(call.Error, "Canceled") || strings.Contains(call.Error, "DeadlineExceeded")) {
 			answered++
 		}
 	}
@@ -326,7 +335,7 @@ func (r *chaosRunner) held(ctx context.Context, st chaosStep, c *chaosClaim) (mi
 	case held != nil:
 		missed = fmt.Sprintf("the plugin sent no %s within %s of the pod's %s", st.Phase, podTimeout, map[bool]string{true: "creation", false: "deletion"}[st.Phase == "NodeStageVolume" || st.Phase == "NodePublishVolume"])
 	case answered > 0:
-		missed = fmt.Sprintf("%d %s answered before the kill", answered, st.Phase)
+		missed = fmt.Sprintf("the held %s ended before the kill", st.Phase)
 	}
 	return missed, "", nil
 }
@@ -340,17 +349,50 @@ func (r *chaosRunner) kill(target string) {
 	}
 }
 
-// restart starts what was killed again: the kubelet (until Ready with the driver), or the
-// fault driver on its saved state, without a hold.
+// restart starts what was killed again: the kubelet (until Ready with the driver, and the
+// registrar told the driver is registered again), or the fault driver on its saved state,
+// without a hold.
 func (r *chaosRunner) restart(ctx context.Context, target string) error {
 	if target == "kubelet" {
 		if r.n.Kubelet != nil {
 			return nil
 		}
-		return r.n.StartKubelet(ctx)
+		return r.startKubelet(ctx)
 	}
 	cluster.StopProc(r.n.Driver) // gone already unless the kubelet was the one killed
-	return startFaultDriver(ctx, r.n)
+	if err := startFaultDriver(ctx, r.n); err != nil {
+		return err
+	}
+	return r.ensureRegistrar(ctx)
+}
+
+// registeredLine is what node-driver-registrar logs when the kubelet registered the driver.
+const registeredLine = `status="plugin_registered:true"`
+
+// startKubelet starts the kubelet and waits (bounded) until the registrar has been told the
+// driver is registered: a registration still running when the next kill restarts the driver
+// fails, and node-driver-registrar then exits, as it does in a pod for the kubelet to restart.
+func (r *chaosRunner) startKubelet(ctx context.Context) error {
+	log := filepath.Join(r.n.Dir, "registrar.log")
+	from := observe.LogSize(log)
+	if err := r.n.StartKubelet(ctx); err != nil {
+		return err
+	}
+	cluster.WaitFor(ctx, 15*time.Second, "the driver registered again", func() (bool, error) {
+		b, err := os.ReadFile(log)
+		return err == nil && int64(len(b)) > from && strings.Contains(string(b[from:]), registeredLine), nil
+	})
+	return r.ensureRegistrar(ctx)
+}
+
+// ensureRegistrar starts node-driver-registrar again if it exited (after a registration that
+// failed while the driver was down: in a cluster the kubelet restarts its container).
+func (r *chaosRunner) ensureRegistrar(ctx context.Context) error {
+	if r.n.Registrar != nil && r.n.Registrar.Process.Signal(syscall.Signal(0)) == nil {
+		return nil
+	}
+	r.res.RegistrarRestarts++
+	return r.n.StartRegistrar()
 }
 
 func (r *chaosRunner) createPod(ctx context.Context, c *chaosClaim) error {
@@ -391,9 +433,12 @@ func (r *chaosRunner) deletePod(ctx context.Context, c *chaosClaim) error {
 func (r *chaosRunner) converge(ctx context.Context) error {
 	n := r.n
 	if n.Kubelet == nil {
-		if err := n.StartKubelet(ctx); err != nil {
+		if err := r.startKubelet(ctx); err != nil {
 			return err
 		}
+	}
+	if err := r.ensureRegistrar(ctx); err != nil {
+		return err
 	}
 	pods, err := n.Suite.Client.CoreV1().Pods(n.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -564,6 +609,7 @@ func chaosReport(order []string, results map[string]*chaosResult, kills int, see
 	}
 	row("kills meant inside a call that missed", func(r *chaosResult) int { return len(r.NotLanded) })
 	row("held kills not set up (done as random)", func(r *chaosResult) int { return len(r.Skipped) })
+	row("registrar restarted (it exited)", func(r *chaosResult) int { return r.RegistrarRestarts })
 	for _, kind := range strandKinds {
 		row("stranded: "+kind, func(r *chaosResult) int { return len(r.Stranded[kind]) })
 	}
