@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet bench-runtime bench-conformance fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet chaos bench-runtime bench-conformance fuzz install clean
 
 all: build
 
@@ -76,6 +76,13 @@ test-c: build peers
 
 test-go: peers
 	scripts/test-go.sh
+
+## chaos: the real-kubelet suite's chaos run (issue #39): KILLS SIGKILLs of the kubelet and the
+## node's driver (default 100; some inside held CSI calls) while pods come and go, on the
+## schedule SEED draws, kcsi then upstream's plugin; prints the kills and what each stranded,
+## and fails if kcsi stranded anything (scripts/chaos.sh, tests/kubelet/pkg/scenarios/chaos.go).
+chaos: build
+	scripts/chaos.sh
 
 ## bench: figures, not assertions.
 bench: build peers

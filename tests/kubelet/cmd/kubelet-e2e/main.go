@@ -23,6 +23,13 @@
 //	    node's client certificate, the controller and the sidecars with their service
 //	    accounts' RBAC (pkg/cluster/identity.go); any of their requests answered Forbidden
 //	    fails the scenario.
+//	kubelet-e2e chaos -repo DIR [-kills N] [-seed S] [-plugins kcsi,upstream] [-attach=false] [-keep]
+//	    the chaos run (pkg/scenarios/chaos.go, issue #39): for each plugin, with one schedule
+//	    drawn from the seed, pods on filesystem, block and attach-required claims come and go
+//	    while the kubelet or the node's driver is SIGKILLed N times (a share of the kills
+//	    inside a held CSI call, asserted) and restarted; then every pod is deleted and what is
+//	    stranded on the node is counted and printed. It FAILS if kcsi stranded anything or a
+//	    kill missed its call; upstream's strandings are reported.
 //
 // The kubelet benchmarks (benches/kubelet) run their nodes' kubelets and controllers through
 // this binary's kubelet and controller commands.
@@ -38,7 +45,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kubelet-e2e kubelet|controller|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kubelet-e2e kubelet|controller|run|chaos [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -49,8 +56,10 @@ func main() {
 		err = hollow.RunController(os.Args[2:])
 	case "run":
 		err = scenarios.Run(os.Args[2:])
+	case "chaos":
+		err = scenarios.Chaos(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (want kubelet, controller or run)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want kubelet, controller, run or chaos)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubelet-e2e:", err)
