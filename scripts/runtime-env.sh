@@ -72,8 +72,9 @@ cleanup() {
   podman rm -f -a -t 0 >/dev/null 2>&1
   stop_dockerd
   stop_podman_service
-  # What dockerd's containerd still runs on this run's sockets (after a dockerd that died).
-  for f in $(grep -lsF "$D/dexec/" /proc/[0-9]*/cmdline); do
+  # What dockerd's containerd still runs on this run's sockets (after a dockerd that died), and
+  # the conmon of an exec session Podman's API service started (it outlives the container).
+  for f in $(grep -lsF -e "$D/dexec/" -e "$D/podman/" /proc/[0-9]*/cmdline); do
     f=${f#/proc/}; kill -9 "${f%/cmdline}" 2>/dev/null
   done
   stop_plugin
