@@ -100,9 +100,8 @@ pub fn host(
         })?,
         csi_drivers,
         ..HostConfig::node(node, root)
-    }
-    .check()
-    .map_err(|e| UsageError(e.message().to_string()))?;
+    };
+    // NodeAgent::new checks the config.
     NodeAgent::new(config).map_err(|e| UsageError(e.message().to_string()))
 }
 

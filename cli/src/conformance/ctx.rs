@@ -230,14 +230,12 @@ impl Ctx {
         };
         let csidriver = serde_json::from_value(self.csidriver.clone())
             .map_err(|e| fail(format!("the CSIDriver stand-in is not valid: {e}")))?;
-        HostConfig {
+        NodeAgent::new(HostConfig {
             timeout: self.timeout,
             csi_drivers: vec![csidriver],
             feature_gates: [("CSIVolumeHealth".to_string(), true)].into(),
             ..HostConfig::node(self.node_name.clone(), self.root.clone())
-        }
-        .check()
-        .and_then(NodeAgent::new)
+        })
         .map_err(|e| fail(e.message().to_string()))
     }
     /// RegisterPlugin of the driver at this case's proxy: its node info.
