@@ -151,7 +151,7 @@ func (a *attacher) MountDevice(spec *volume.Spec, _ string, deviceMountPath stri
 	if err != nil {
 		return err
 	}
-	a.p.claimStaged(fsStagedKey(deviceMountPath))
+	a.p.claim(fsStagedKey(deviceMountPath))
 	err = a.a.MountDevice(context.Background(), s, deviceMountPath,
 		&kcsi.DeviceMounterArgs{FSGroup: args.FsGroup, SELinuxLabel: args.SELinuxLabel})
 	return kubeletError(err)
@@ -159,6 +159,6 @@ func (a *attacher) MountDevice(spec *volume.Spec, _ string, deviceMountPath stri
 
 // UnmountDevice unstages the volume staged at deviceMountPath (NodeUnstageVolume).
 func (a *attacher) UnmountDevice(deviceMountPath string) error {
-	a.p.claimStaged(fsStagedKey(deviceMountPath))
+	a.p.claim(fsStagedKey(deviceMountPath))
 	return kubeletError(a.a.UnmountDevice(context.Background(), deviceMountPath))
 }

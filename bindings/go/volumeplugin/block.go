@@ -12,10 +12,11 @@ import (
 )
 
 type blockMapper struct {
-	p     *Plugin
-	m     *kcsi.BlockMapper
-	spec  *volume.Spec
-	paths kcsi.BlockPaths
+	p      *Plugin
+	m      *kcsi.BlockMapper
+	spec   *volume.Spec
+	podUID types.UID
+	paths  kcsi.BlockPaths
 }
 
 var (
@@ -31,7 +32,7 @@ func (p *Plugin) NewBlockVolumeMapper(spec *volume.Spec, pod *v1.Pod) (volume.Bl
 	if err != nil {
 		return nil, err
 	}
-	return &blockMapper{p: p, m: m, spec: spec, paths: *paths}, nil
+	return &blockMapper{p: p, m: m, spec: spec, podUID: pod.UID, paths: *paths}, nil
 }
 
 func (b *blockMapper) GetGlobalMapPath(*volume.Spec) (string, error) {
@@ -53,13 +54,14 @@ func (b *blockMapper) GetMetrics() (*volume.Metrics, error) {
 
 // SetUpDevice stages the volume with block access; "" when the driver does not stage.
 func (b *blockMapper) SetUpDevice() (string, error) {
-	b.p.claimStaged(blockStagedKey(b.spec.Name()))
+	b.p.claim(blockStagedKey(b.spec.Name()))
 	path, err := b.m.SetUpDevice(context.Background())
 	return path, kubeletError(err)
 }
 
 // MapPodDevice publishes the volume with block access and returns the publish path.
 func (b *blockMapper) MapPodDevice() (string, error) {
+	b.p.claim(podPublish{b.spec.Name(), string(b.podUID)}.key())
 	path, err := b.m.MapPodDevice(context.Background())
 	return path, kubeletError(err)
 }
@@ -67,6 +69,7 @@ func (b *blockMapper) MapPodDevice() (string, error) {
 type blockUnmapper struct {
 	p             *Plugin
 	name          string
+	podUID        types.UID
 	u             *kcsi.BlockUnmapper
 	globalMapPath string
 	podMapPath    string
@@ -93,6 +96,7 @@ func (p *Plugin) NewBlockVolumeUnmapper(name string, podUID types.UID) (volume.B
 	return &blockUnmapper{
 		p:             p,
 		name:          name,
+		podUID:        podUID,
 		u:             u,
 		globalMapPath: filepath.Join(p.host.GetVolumeDevicePluginDir(PluginName), escaped, "dev"),
 		podMapPath:    p.host.GetPodVolumeDeviceDir(podUID, utilstrings.EscapeQualifiedName(PluginName)),
@@ -113,11 +117,12 @@ func (b *blockUnmapper) GetMetrics() (*volume.Metrics, error) {
 
 // UnmapPodDevice unpublishes the pod's device (NodeUnpublishVolume).
 func (b *blockUnmapper) UnmapPodDevice() error {
+	b.p.claim(podPublish{b.name, string(b.podUID)}.key())
 	return kubeletError(b.u.UnmapPodDevice(context.Background()))
 }
 
 // TearDownDevice unstages the volume (NodeUnstageVolume) and removes its leftover files.
 func (b *blockUnmapper) TearDownDevice(mapPath, devicePath string) error {
-	b.p.claimStaged(blockStagedKey(b.name))
+	b.p.claim(blockStagedKey(b.name))
 	return kubeletError(b.u.TearDownDevice(context.Background(), mapPath, devicePath))
 }

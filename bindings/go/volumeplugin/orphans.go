@@ -2,20 +2,16 @@ package volumeplugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/volume"
+	"k8s.io/mount-utils"
 	"kcsi.dev/kcsi"
 )
 
@@ -28,8 +24,8 @@ import (
 // and it sees every MountDevice, UnmountDevice, SetUpDevice and TearDownDevice the kubelet
 // asks of it afterwards. A volume staged at Init is unstaged (kcsi_unmount_device_by_handle)
 // when all of these hold, and never otherwise:
-//   - no pod dir and no block publish dir named it at Init: the kubelet reconstructs those and
-//     unstages them itself, as upstream;
+//   - no pod dir named it at Init, and no block publish dir of a pod whose dir names it: the
+//     kubelet reconstructs those and unstages them itself, as upstream;
 //   - the kubelet has not staged or unstaged it since Init: from then on it is the kubelet's;
 //   - no pod bound to this node (by the API server, any phase but Succeeded and Failed)
 //     references it: by its PersistentVolumeClaim's (or generic ephemeral volume's claim's)
@@ -40,6 +36,14 @@ import (
 // for the unstage to end and then stages it afresh, so a pod scheduled in between is served,
 // never raced.
 //
+// A block volume can also be left published: the kubelet removes a pod's
+// pods/<uid>/volumeDevices entry before NodeUnpublishVolume and makes it after
+// NodePublishVolume, so a kubelet killed in between never learns of that publish again (see
+// diskRefs.stranded). Such a publish is unpublished (the kubelet's bind mount of the device,
+// then NodeUnpublishVolume) once the pod's dir still does not name it and no pod of that UID
+// is bound to the node, on two checks at least the grace period apart, unless the kubelet maps
+// or unmaps it for that pod first. Then the volume's stage can go too.
+//
 // docs/crash-safety.md says what this can and cannot know.
 
 // defaultOrphanGracePeriod: long enough for the kubelet, once restarted, to see the pods bound
@@ -48,14 +52,16 @@ import (
 // reports it no longer in use.
 const defaultOrphanGracePeriod = 30 * time.Second
 
-// orphan is one volume staged before Init that the kubelet has not taken over.
+// orphan is one volume staged before Init, or one stranded block publish, that the kubelet has
+// not taken over.
 type orphan struct {
-	m kcsi.DeviceMount
+	m   kcsi.DeviceMount // a staged volume, or
+	pub *podPublish      // a stranded block publish
 	// unusedSince: when a check first found no user; zero after a check found one.
 	unusedSince time.Time
 }
 
-// orphans tracks the volumes staged before Init. Keys: stagedKey.
+// orphans tracks what was left before Init. Keys: stagedKey and podPublish.key.
 type orphans struct {
 	h       *kcsi.Host
 	client  clientset.Interface
@@ -65,7 +71,7 @@ type orphans struct {
 	grace   time.Duration
 
 	mu        sync.Mutex
-	ended     *sync.Cond // an unstage ended
+	ended     *sync.Cond // an unstage or unpublish ended
 	pending   map[string]*orphan
 	unstaging map[string]bool
 }
@@ -83,9 +89,17 @@ func stagedKey(m kcsi.DeviceMount) string {
 	return fsStagedKey(m.DeviceMountPath)
 }
 
-// startOrphans lists what is staged when a kubelet host starts and, when some of it may be
-// left over and there is an API server to ask, unstages what no pod uses in the background
-// until stop is closed. nil: nothing to watch (the calls on a nil *orphans do nothing).
+func (c *orphan) key() string {
+	if c.pub != nil {
+		return c.pub.key()
+	}
+	return stagedKey(c.m)
+}
+
+// startOrphans lists what is staged and published when a kubelet host starts and, when some of
+// it may be left over and there is an API server to ask, unstages and unpublishes what no pod
+// uses in the background until stop is closed. nil: nothing to watch (the calls on a nil
+// *orphans do nothing).
 func startOrphans(cfg Config, h *kcsi.Host, host volume.VolumeHost, stop <-chan struct{}) *orphans {
 	if cfg.OrphanGracePeriod < 0 {
 		return nil
@@ -120,21 +134,25 @@ func startOrphans(cfg Config, h *kcsi.Host, host volume.VolumeHost, stop <-chan 
 			o.pending[stagedKey(m)] = &orphan{m: m}
 		}
 	}
+	for _, p := range refs.stranded {
+		o.pending[p.key()] = &orphan{pub: &p}
+	}
 	if len(o.pending) == 0 {
 		return nil
 	}
 	if o.client = host.GetKubeClient(); o.client == nil {
-		klog.InfoS("kcsi: volumes staged before this start are left staged: without an API server kcsi cannot tell whether a pod uses them; `kcsi list` says what to do",
+		klog.InfoS("kcsi: volumes staged or published before this start are left: without an API server kcsi cannot tell whether a pod uses them; `kcsi list` says what to do",
 			"count", len(o.pending))
 		return nil
 	}
-	klog.InfoS("kcsi: volumes staged before this start are unstaged if no pod uses them", "count", len(o.pending), "gracePeriod", o.grace)
+	klog.InfoS("kcsi: volumes staged or published before this start are undone if no pod uses them",
+		"count", len(o.pending), "gracePeriod", o.grace)
 	go o.run(stop)
 	return o
 }
 
-// claim hands the volume under key to the kubelet, which stages or unstages it now: kcsi never
-// unstages it afterwards. It waits for an unstage of it kcsi has begun.
+// claim hands what key names to the kubelet, which stages, unstages, maps or unmaps it now:
+// kcsi never undoes it afterwards. It waits for an unstage or unpublish of it kcsi has begun.
 func (o *orphans) claim(key string) {
 	if o == nil {
 		return
@@ -144,9 +162,9 @@ func (o *orphans) claim(key string) {
 	for o.unstaging[key] {
 		o.ended.Wait()
 	}
-	if c, ok := o.pending[key]; ok {
+	if _, ok := o.pending[key]; ok {
 		delete(o.pending, key)
-		klog.V(2).InfoS("kcsi: the kubelet took over a volume staged before this start", "driver", c.m.Driver, "volumeHandle", c.m.VolumeHandle)
+		klog.V(2).InfoS("kcsi: the kubelet took over a volume staged or published before this start", "key", key)
 	}
 }
 
@@ -174,37 +192,41 @@ func (o *orphans) run(stop <-chan struct{}) {
 	}
 }
 
-// sweep checks every pending volume once and unstages those unused for the grace period; it
-// returns how many are still pending.
+// sweep checks everything pending once and undoes what was unused for the grace period, the
+// stranded publishes before the stages they hold; it returns how many are still pending.
 func (o *orphans) sweep(ctx context.Context) int {
 	o.mu.Lock()
-	var todo []*orphan
+	var pubs, stages []*orphan
 	for _, c := range o.pending {
-		todo = append(todo, c)
+		if c.pub != nil {
+			pubs = append(pubs, c)
+		} else {
+			stages = append(stages, c)
+		}
 	}
 	o.mu.Unlock()
-	if len(todo) == 0 {
+	if len(pubs)+len(stages) == 0 {
 		return 0
 	}
 	users, err := o.podUsers(ctx)
 	if err != nil {
 		klog.ErrorS(err, "kcsi: cannot tell whether pods use the volumes staged before this start; trying again", "node", o.node)
-		return len(todo)
+		return len(pubs) + len(stages)
 	}
 	refs, err := readPublishRefs(o.podsDir, o.devDir)
 	if err != nil {
 		klog.ErrorS(err, "kcsi: cannot read the pod dirs; trying again")
-		return len(todo)
+		return len(pubs) + len(stages)
 	}
 	now := time.Now()
-	for _, c := range todo {
-		switch {
-		case users.uses(c.m) || refs.uses(c.m):
-			c.unusedSince = time.Time{}
-		case c.unusedSince.IsZero():
-			c.unusedSince = now
-		case now.Sub(c.unusedSince) >= o.grace:
-			o.unstage(ctx, c)
+	for _, c := range pubs {
+		if o.due(c, users.pods[c.pub.uid], now) {
+			o.undo(ctx, c)
+		}
+	}
+	for _, c := range stages {
+		if o.due(c, users.uses(c.m) || refs.uses(c.m), now) {
+			o.undo(ctx, c)
 		}
 	}
 	o.mu.Lock()
@@ -212,9 +234,22 @@ func (o *orphans) sweep(ctx context.Context) int {
 	return len(o.pending)
 }
 
-// unstage unstages c unless the kubelet claimed it or a publish dir names it now.
-func (o *orphans) unstage(ctx context.Context, c *orphan) {
-	key := stagedKey(c.m)
+// due records a check of c and says whether it has been unused for the grace period.
+func (o *orphans) due(c *orphan, used bool, now time.Time) bool {
+	switch {
+	case used:
+		c.unusedSince = time.Time{}
+	case c.unusedSince.IsZero():
+		c.unusedSince = now
+	default:
+		return now.Sub(c.unusedSince) >= o.grace
+	}
+	return false
+}
+
+// undo unstages or unpublishes c unless the kubelet claimed it or the disk names it now.
+func (o *orphans) undo(ctx context.Context, c *orphan) {
+	key := c.key()
 	o.mu.Lock()
 	if o.pending[key] != c {
 		o.mu.Unlock()
@@ -232,173 +267,64 @@ func (o *orphans) unstage(ctx context.Context, c *orphan) {
 		o.ended.Broadcast()
 		o.mu.Unlock()
 	}()
-	if refs, err := readPublishRefs(o.podsDir, o.devDir); err != nil || refs.uses(c.m) {
+	refs, err := readPublishRefs(o.podsDir, o.devDir)
+	if err != nil || (c.pub == nil && refs.usesStrictly(c.m)) || (c.pub != nil && !refs.isStranded(*c.pub)) {
 		c.unusedSince = time.Time{}
 		return
 	}
+	if c.pub != nil {
+		err = o.unpublish(ctx, *c.pub)
+	} else {
+		err = o.h.UnmountDeviceByHandle(ctx, c.m.Driver, c.m.VolumeHandle)
+	}
 	kv := []any{"driver", c.m.Driver, "volumeHandle", c.m.VolumeHandle, "path", c.m.DeviceMountPath}
-	if err := o.h.UnmountDeviceByHandle(ctx, c.m.Driver, c.m.VolumeHandle); err != nil {
+	if c.pub != nil {
+		kv = []any{"volume", c.pub.spec, "podUID", c.pub.uid}
+	}
+	if err != nil {
 		// Next try a grace period later (a driver not yet registered is the common case).
 		c.unusedSince = time.Now()
 		if errors.Is(err, kcsi.ErrNotFound) {
-			klog.V(2).InfoS("kcsi: cannot unstage a volume no pod uses yet", append(kv, "error", err)...)
+			klog.V(2).InfoS("kcsi: cannot undo yet what no pod uses", append(kv, "error", err)...)
 		} else {
-			klog.ErrorS(err, "kcsi: unstaging a volume no pod uses failed; trying again", kv...)
+			klog.ErrorS(err, "kcsi: undoing what no pod uses failed; trying again", kv...)
 		}
 		return
 	}
 	done = true
-	klog.InfoS("kcsi: unstaged a volume staged before this start that no pod uses", kv...)
-}
-
-// volumeRefs are the spec names and "<driver>^<handle>" of volumes something refers to.
-type volumeRefs struct {
-	names   map[string]bool
-	handles map[string]bool
-}
-
-func newVolumeRefs() volumeRefs {
-	return volumeRefs{names: map[string]bool{}, handles: map[string]bool{}}
-}
-
-func (r volumeRefs) uses(m kcsi.DeviceMount) bool {
-	spec := m.SpecName // block volumes; a filesystem one's is in its vol_data.json
-	if spec == "" {
-		spec = m.VolumeData["specVolID"]
+	if c.pub != nil {
+		klog.InfoS("kcsi: unpublished a block volume published before this start for a pod that is gone", kv...)
+	} else {
+		klog.InfoS("kcsi: unstaged a volume staged before this start that no pod uses", kv...)
 	}
-	return (spec != "" && r.names[spec]) || r.handles[m.Driver+"^"+m.VolumeHandle]
 }
 
-// readPublishRefs reads which volumes the pod dirs and the block publish dirs name (the
-// kubelet's pods/<uid>/volumes/kubernetes.io~csi/<spec> with its vol_data.json,
-// pods/<uid>/volumeDevices/kubernetes.io~csi/<spec>, and the plugin's
-// volumeDevices/publish/<spec>/<uid> and volumeDevices/<spec>/dev/<uid>). An entry whose
-// vol_data.json is unreadable still names its spec.
-func readPublishRefs(podsDir, devDir string) (volumeRefs, error) {
-	refs := newVolumeRefs()
-	pods, err := readDirNames(podsDir)
-	if err != nil {
-		return refs, err
-	}
-	for _, uid := range pods {
-		for _, sub := range []string{"volumes", "volumeDevices"} {
-			dir := filepath.Join(podsDir, uid, sub, "kubernetes.io~csi")
-			specs, err := readDirNames(dir)
-			if err != nil {
-				return refs, err
-			}
-			for _, spec := range specs {
-				refs.names[spec] = true
-				if sub == "volumes" {
-					addRecordedHandle(refs, filepath.Join(dir, spec, "vol_data.json"))
-				}
-			}
+// unpublish undoes a stranded block publish in the kubelet's order (util.UnmapBlockVolume,
+// then UnmapPodDevice): the kubelet's bind mount of the device at volumeDevices/<spec>/dev/<uid>,
+// then NodeUnpublishVolume of volumeDevices/publish/<spec>/<uid>.
+func (o *orphans) unpublish(ctx context.Context, p podPublish) error {
+	if dev := filepath.Join(o.devDir, p.spec, "dev", p.uid); exists(dev) {
+		if err := mount.CleanupMountPoint(dev, mount.New(""), false); err != nil {
+			return err
 		}
 	}
-	specs, err := readDirNames(filepath.Join(devDir, "publish"))
-	if err != nil {
-		return refs, err
-	}
-	for _, spec := range specs {
-		if uids, err := readDirNames(filepath.Join(devDir, "publish", spec)); err != nil || len(uids) > 0 {
-			refs.names[spec] = true
-		}
-	}
-	specs, err = readDirNames(devDir)
-	if err != nil {
-		return refs, err
-	}
-	for _, spec := range specs {
-		if uids, err := readDirNames(filepath.Join(devDir, spec, "dev")); err != nil || len(uids) > 0 {
-			refs.names[spec] = true
-		}
-	}
-	return refs, nil
-}
-
-// readDirNames lists dir; a dir that does not exist is empty.
-func readDirNames(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names, err
-}
-
-func addRecordedHandle(refs volumeRefs, file string) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return
-	}
-	var data map[string]string
-	if json.Unmarshal(b, &data) == nil && data["volumeHandle"] != "" {
-		refs.handles[data["driverName"]+"^"+data["volumeHandle"]] = true
-	}
-}
-
-// podUsers reads from the API server which volumes the pods bound to this node reference:
-// each claim's PersistentVolume by name and by CSI driver and handle, and every other volume by
-// its name (a CSI-migrated inline volume is staged under it). A claim or volume that does not
-// exist (yet) references nothing: a pod that gets it later has it staged by the kubelet, which
-// claims it. Only the reads the Node authorizer allows a kubelet: its own pods, and the claims
-// and volumes of those.
-func (o *orphans) podUsers(ctx context.Context) (volumeRefs, error) {
-	refs := newVolumeRefs()
-	pods, err := o.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", o.node).String(),
-	})
-	if err != nil {
-		return refs, err
-	}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-			continue // the kubelet never mounts a terminal pod's volumes again
-		}
-		for _, vol := range pod.Spec.Volumes {
-			claim := ""
-			switch {
-			case vol.PersistentVolumeClaim != nil:
-				claim = vol.PersistentVolumeClaim.ClaimName
-			case vol.Ephemeral != nil:
-				claim = pod.Name + "-" + vol.Name
-			default:
-				refs.names[vol.Name] = true
-				continue
-			}
-			if err := o.addClaim(ctx, refs, pod.Namespace, claim); err != nil {
-				return refs, err
-			}
-		}
-	}
-	return refs, nil
-}
-
-func (o *orphans) addClaim(ctx context.Context, refs volumeRefs, ns, name string) error {
-	pvc, err := o.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if !exists(filepath.Join(o.devDir, "publish", p.spec, p.uid)) {
 		return nil
 	}
-	if err != nil || pvc.Spec.VolumeName == "" {
-		return err
-	}
-	refs.names[pvc.Spec.VolumeName] = true
-	pv, err := o.client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	u, err := o.h.NewBlockUnmapper(p.spec, p.uid)
 	if err != nil {
 		return err
 	}
-	if pv.Spec.CSI != nil {
-		refs.handles[pv.Spec.CSI.Driver+"^"+pv.Spec.CSI.VolumeHandle] = true
-	}
-	return nil
+	defer u.Close()
+	return u.UnmapPodDevice(ctx)
 }
 
-// claimStaged tells the orphan tracker that the kubelet stages or unstages the volume under key.
-func (p *Plugin) claimStaged(key string) { p.orphans.Load().claim(key) }
+// claim tells the orphan tracker that the kubelet stages, unstages, maps or unmaps what key
+// names.
+func (p *Plugin) claim(key string) { p.orphans.Load().claim(key) }
+
+// exists: path is there, or cannot be told absent.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, os.ErrNotExist)
+}

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"golang.org/x/sys/unix"
 	"k8s.io/kubernetes/pkg/volume"
 
 	"kcsi.dev/kcsi/internal/mountinfo"
@@ -102,6 +103,7 @@ func TestAfterAKubeletRestart(t *testing.T) {
 		control := e.stage(t, "control-fs", false)
 		for _, v := range published {
 			e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000003")
+			e.mapToPod(t, v)
 		}
 		e.publish(t, control, "aaaaaaaa-0000-0000-0000-000000000003")
 		e.unpublish(t, control)
@@ -115,6 +117,61 @@ func TestAfterAKubeletRestart(t *testing.T) {
 			if !volumeplugintest.IsMountPoint(t, v.published) {
 				t.Errorf("%s: %s is no longer mounted", v.name, v.published)
 			}
+		}
+	})
+
+	// The kubelet removes a pod's volumeDevices entry and its own bind mount of the device
+	// before NodeUnpublishVolume, and makes them after NodePublishVolume: killed in between, it
+	// never learns of the publish again (the kill the chaos run's seed 7 found).
+	t.Run("a block volume left published for a pod that is gone is unpublished, then unstaged", func(t *testing.T) {
+		e := newEnvIn(t, c)
+		v := e.stage(t, "stranded-block", true)
+		e.publish(t, v, "aaaaaaaa-0000-0000-0000-000000000006")
+		dev := e.bindDevice(t, v)
+		e.restartKubelet(t, c)
+		e.waitUnstaged(t, v)
+		if n := len(e.calls(t, "NodeUnpublishVolume", v)); n != 1 {
+			t.Errorf("NodeUnpublishVolume called %d times, want 1", n)
+		}
+		for _, p := range []string{dev, v.published} {
+			if volumeplugintest.IsMountPoint(t, p) {
+				t.Errorf("%s is still mounted", p)
+			}
+			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s is still there: %v", p, err)
+			}
+		}
+		if got := e.driverStaged(t, v.handle); len(got) != 0 {
+			t.Errorf("the driver still records it staged at %v", got)
+		}
+		if got := e.driverPublished(t, v.handle); len(got) != 0 {
+			t.Errorf("the driver still records it published at %v", got)
+		}
+	})
+
+	t.Run("a block volume published for a pod still bound to the node stays until the pod is gone", func(t *testing.T) {
+		e := newEnvIn(t, c)
+		v := e.stage(t, "bound-block", true)
+		pod := podUsing(t, c, []*stagedVolume{v})
+		e.publish(t, v, string(pod.UID))
+		control := e.stage(t, "control-block", true)
+		e.publish(t, control, "aaaaaaaa-0000-0000-0000-000000000007")
+		e.restartKubelet(t, c)
+		e.waitUnstaged(t, control)
+		time.Sleep(2 * orphanGrace)
+		if n := len(e.calls(t, "NodeUnpublishVolume", v)); n != 0 {
+			t.Errorf("NodeUnpublishVolume called %d times while its pod is bound to the node", n)
+		}
+		if !volumeplugintest.IsMountPoint(t, v.published) {
+			t.Errorf("%s is no longer mounted", v.published)
+		}
+		zero := int64(0)
+		if err := c.client.CoreV1().Pods(pod.Namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitUnstaged(t, v)
+		if volumeplugintest.IsMountPoint(t, v.published) {
+			t.Errorf("%s is still mounted after its pod is gone", v.published)
 		}
 	})
 
@@ -308,8 +365,45 @@ type driverCall struct {
 	Error   string
 }
 
+// mapToPod makes the pod's pods/<uid>/volumeDevices entry for the block volume v, as the
+// kubelet's MapBlockVolume does after MapPodDevice.
+func (e *env) mapToPod(t *testing.T, v *stagedVolume) {
+	t.Helper()
+	dir := filepath.Join(e.Root, "pods", string(v.pod.UID), "volumeDevices", "kubernetes.io~csi")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(v.published, filepath.Join(dir, v.name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bindDevice bind-mounts the block volume v's published device at the plugin's
+// volumeDevices/<spec>/dev/<uid>, as the kubelet's MapBlockVolume does, and returns that path.
+func (e *env) bindDevice(t *testing.T, v *stagedVolume) string {
+	t.Helper()
+	dev := filepath.Join(e.Root, "plugins", "kubernetes.io", "csi", "volumeDevices", v.name, "dev", string(v.pod.UID))
+	if err := os.MkdirAll(filepath.Dir(dev), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(v.published, dev, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind-mounting %s at %s: %v", v.published, dev, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dev, unix.MNT_DETACH) })
+	return dev
+}
+
 // unstageCalls are the NodeUnstageVolume calls of v the driver logged.
 func (e *env) unstageCalls(t *testing.T, v *stagedVolume) []driverCall {
+	t.Helper()
+	return e.calls(t, "NodeUnstageVolume", v)
+}
+
+// calls are the calls of method (NodeUnstageVolume, …) with v's handle the driver logged.
+func (e *env) calls(t *testing.T, method string, v *stagedVolume) []driverCall {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(e.Root, "driver.log"))
 	if err != nil {
@@ -325,7 +419,7 @@ func (e *env) unstageCalls(t *testing.T, v *stagedVolume) []driverCall {
 		if err := json.Unmarshal([]byte(text), &c); err != nil {
 			t.Fatalf("the driver's log line %q: %v", line, err)
 		}
-		if c.Method == "/csi.v1.Node/NodeUnstageVolume" && c.Request["volume_id"] == v.handle {
+		if c.Method == "/csi.v1.Node/"+method && c.Request["volume_id"] == v.handle {
 			calls = append(calls, c)
 		}
 	}
@@ -351,26 +445,38 @@ func (e *env) waitUnstaged(t *testing.T, v *stagedVolume) {
 // driverStaged is where the driver's state file records the volume handle staged.
 func (e *env) driverStaged(t *testing.T, handle string) []string {
 	t.Helper()
+	return e.driverState(t, handle).Staged
+}
+
+// driverPublished is where the driver's state file records the volume handle published.
+func (e *env) driverPublished(t *testing.T, handle string) []string {
+	t.Helper()
+	return e.driverState(t, handle).Published
+}
+
+type driverVolume struct {
+	VolID     string
+	Staged    []string
+	Published []string
+}
+
+func (e *env) driverState(t *testing.T, handle string) driverVolume {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(e.State, "state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var state struct {
-		Volumes []struct {
-			VolID  string
-			Staged []string
-		}
-	}
+	var state struct{ Volumes []driverVolume }
 	if err := json.Unmarshal(b, &state); err != nil {
 		t.Fatalf("the driver's state file: %v", err)
 	}
 	for _, v := range state.Volumes {
 		if v.VolID == handle {
-			return v.Staged
+			return v
 		}
 	}
 	t.Fatalf("the driver's state file has no volume %s", handle)
-	return nil
+	return driverVolume{}
 }
 
 // Without an API server kcsi cannot tell whether a pod uses a volume, so one staged before the
