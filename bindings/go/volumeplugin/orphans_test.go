@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"golang.org/x/sys/unix"
 	"k8s.io/kubernetes/pkg/volume"
 
 	"kcsi.dev/kcsi/internal/mountinfo"
