@@ -21,7 +21,7 @@ if [ "${KCSI_CHAOS_INSTALL:-1}" = 0 ]; then
   export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
   export LD_LIBRARY_PATH=$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 else
-  source scripts/kubelet-setup.sh hostpath registrar attacher faultdriver || exit 1
+  source scripts/kubelet-setup.sh hostpath registrar attacher resizer faultdriver || exit 1
 fi
 BIN=$(scripts/kubelet-e2e-bin.sh) || exit 1
 KILLS=${KILLS:-100}

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"kcsi.dev/kcsi/internal/mountinfo"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
@@ -36,9 +38,12 @@ import (
 // landing is asserted; a kill that did not land is a failure of the run). The others land
 // at a random delay after a pod was created or deleted. After the N kills every pod is
 // deleted, the node is given a bounded time to converge, and what is stranded is counted.
+// A kill inside NodeExpandVolume grows the running pod's block claim with the real
+// external-resizer (the fault driver, like hostpath, needs node expansion for block volumes
+// only) and comes once the kubelet's NodeExpandVolume is held.
 
 // chaosRPCs are the calls a kill is made to land inside.
-var chaosRPCs = []string{"NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume", "NodeUnstageVolume"}
+var chaosRPCs = []string{"NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume", "NodeUnstageVolume", "NodeExpandVolume"}
 
 // noHold is held's missed when the driver logged no hold within holdWait of the pod's creation
 // or deletion: the call was answered by a driver without the hold or never sent. Seen in kcsi's
@@ -73,6 +78,9 @@ var chaosClaims = []struct {
 
 const chaosHeldClaims = 3
 
+// chaosBlockClaim is the block claim's index: the one a held NodeExpandVolume grows.
+const chaosBlockClaim = 2
+
 // chaosSchedule draws n kills from seed: the same for every plugin.
 func chaosSchedule(seed uint64, n int) []chaosStep {
 	r := rand.New(rand.NewPCG(seed, 0x6b637369))
@@ -85,6 +93,9 @@ func chaosSchedule(seed uint64, n int) []chaosStep {
 		if r.IntN(2) == 1 {
 			st.Phase = chaosRPCs[r.IntN(len(chaosRPCs))]
 			st.Claim = r.IntN(chaosHeldClaims)
+			if st.Phase == "NodeExpandVolume" {
+				st.Claim = chaosBlockClaim
+			}
 		} else {
 			st.Claim = r.IntN(len(chaosClaims))
 		}
@@ -148,6 +159,9 @@ func Chaos(args []string) error {
 	if s.FaultDriver, err = s.Peer("faultdriver"); err != nil {
 		return err
 	}
+	if s.Resizer, err = s.Peer("resizer"); err != nil {
+		return err
+	}
 	stopAPI, err := s.StartCluster(ctx, false, true)
 	if err != nil {
 		return err
@@ -195,6 +209,11 @@ func chaosNode(ctx context.Context, s *cluster.Suite, plugin string, steps []cha
 	if err := startFaultDriver(ctx, n); err != nil {
 		return nil, err
 	}
+	undoClass, err := withExpandableClass(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	defer undoClass()
 	r := &chaosRunner{n: n, res: res}
 	for _, cc := range chaosClaims {
 		if !cc.attach || n.Attach != nil {
@@ -290,6 +309,12 @@ func (r *chaosRunner) step(ctx context.Context, i int, st chaosStep) error {
 // ("" if it did); why, why it could not be set up (then no kill was done).
 func (r *chaosRunner) held(ctx context.Context, st chaosStep, c *chaosClaim) (missed, why string, err error) {
 	n := r.n
+	var resizer *exec.Cmd
+	defer func() {
+		if resizer != nil {
+			cluster.StopProc(resizer)
+		}
+	}()
 	switch st.Phase {
 	case "NodeStageVolume", "NodePublishVolume":
 		if c.pod != "" { // the new pod gets a new claim: nothing to wait for
@@ -313,9 +338,14 @@ func (r *chaosRunner) held(ctx context.Context, st chaosStep, c *chaosClaim) (mi
 		return "", "", err
 	}
 	m := n.Mark()
-	if st.Phase == "NodeStageVolume" || st.Phase == "NodePublishVolume" {
+	switch st.Phase {
+	case "NodeStageVolume", "NodePublishVolume":
 		err = r.createPod(ctx, c)
-	} else {
+	case "NodeExpandVolume":
+		if resizer, err = startResizer(n); err == nil {
+			err = r.grow(ctx, c)
+		}
+	default:
 		err = r.deletePod(ctx, c)
 	}
 	if err != nil {
@@ -341,6 +371,10 @@ func (r *chaosRunner) held(ctx context.Context, st chaosStep, c *chaosClaim) (mi
 		}
 	}
 	r.kill(st.Target)
+	if resizer != nil {
+		cluster.StopProc(resizer)
+		resizer = nil
+	}
 	if st.Target == "kubelet" {
 		// The hold is spent; the driver goes on without it.
 		cluster.StopProc(n.Driver)
@@ -419,7 +453,11 @@ func (r *chaosRunner) createPod(ctx context.Context, c *chaosClaim) error {
 	if c.attach {
 		c.c, err = r.n.AttachClaim(ctx, fmt.Sprintf("%s-%d", c.name, r.pods))
 	} else {
-		c.c, err = r.n.CreateClaim(ctx, fmt.Sprintf("%s-%d", c.name, r.pods), c.block)
+		class := expandableClass
+		c.c, err = r.n.CreateClaim(ctx, fmt.Sprintf("%s-%d", c.name, r.pods), c.block, func(pv *v1.PersistentVolume, pvc *v1.PersistentVolumeClaim) {
+			pv.Spec.StorageClassName = class
+			pvc.Spec.StorageClassName = &class
+		})
 	}
 	if err != nil {
 		return err
@@ -434,6 +472,20 @@ func (r *chaosRunner) createPod(ctx context.Context, c *chaosClaim) error {
 	}
 	c.pod = name
 	return nil
+}
+
+// grow asks for c's claim to grow by 1 MiB over its current request.
+func (r *chaosRunner) grow(ctx context.Context, c *chaosClaim) error {
+	claims := r.n.Suite.Client.CoreV1().PersistentVolumeClaims(r.n.NS)
+	pvc, err := claims.Get(ctx, c.c.PVC, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	size := pvc.Spec.Resources.Requests[v1.ResourceStorage]
+	size.Add(resource.MustParse("1Mi"))
+	patch := fmt.Sprintf(`{"spec":{"resources":{"requests":{"storage":%q}}}}`, size.String())
+	_, err = claims.Patch(ctx, c.c.PVC, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 func (r *chaosRunner) deletePod(ctx context.Context, c *chaosClaim) error {

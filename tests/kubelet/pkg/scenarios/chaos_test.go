@@ -24,6 +24,9 @@ func TestChaosSchedule(t *testing.T) {
 		if chaosClaims[st.Claim].attach && st.Phase != "random" {
 			t.Errorf("a held kill on the attach claim")
 		}
+		if st.Phase == "NodeExpandVolume" && !chaosClaims[st.Claim].block {
+			t.Errorf("a held NodeExpandVolume on claim %d, which the driver expands on the controller side only", st.Claim)
+		}
 	}
 	for _, target := range []string{"kubelet", "driver"} {
 		for _, phase := range append([]string{"random"}, chaosRPCs...) {
