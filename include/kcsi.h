@@ -181,6 +181,13 @@ kcsi_result kcsi_error_result(const kcsi_error *e);
 // `kcsi_error_free(e)`. NULL when `e` is NULL.
 const char *kcsi_error_message(const kcsi_error *e);
 
+// The message as upstream's plugin (`pkg/volume/csi`) words this failure, for hosts that show
+// it to Kubernetes users (the kubelet's and the attach/detach controller's events, a claim's
+// conditions): `kcsi_error_message` without the context kcsi adds (which driver, at which
+// socket), or the same text when kcsi adds none. Borrowed: valid until `kcsi_error_free(e)`.
+// NULL when `e` is NULL.
+const char *kcsi_error_upstream_message(const kcsi_error *e);
+
 // The gRPC status code the CSI driver returned, or -1 when the error did not come from a
 // driver's answer (also for a NULL `e`).
 int32_t kcsi_error_grpc_code(const kcsi_error *e);

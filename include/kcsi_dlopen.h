@@ -23,6 +23,9 @@ typedef kcsi_result (*kcsi_error_result_fn)(const kcsi_error *e);
 // The type of `kcsi_error_message`.
 typedef const char *(*kcsi_error_message_fn)(const kcsi_error *e);
 
+// The type of `kcsi_error_upstream_message`.
+typedef const char *(*kcsi_error_upstream_message_fn)(const kcsi_error *e);
+
 // The type of `kcsi_error_grpc_code`.
 typedef int32_t (*kcsi_error_grpc_code_fn)(const kcsi_error *e);
 

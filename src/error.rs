@@ -40,6 +40,10 @@ pub struct Error {
     /// The gRPC status code, only when a CSI driver returned one.
     grpc_code: Option<i32>,
     message: String,
+    /// The message as upstream's plugin words it, when kcsi's adds context upstream's lacks
+    /// (which driver, at which socket): what the kubelet and the attach/detach controller
+    /// show users in events and conditions.
+    upstream: Option<String>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -51,6 +55,7 @@ impl Error {
             class: ErrorClass::Final,
             grpc_code: None,
             message: message.into(),
+            upstream: None,
         }
     }
 
@@ -86,14 +91,26 @@ impl Error {
         &self.message
     }
 
+    /// The message as upstream's plugin (`pkg/volume/csi`) words it.
+    pub fn upstream_message(&self) -> &str {
+        self.upstream.as_deref().unwrap_or(&self.message)
+    }
+
+    /// Sets how upstream's plugin words this failure.
+    pub fn with_upstream_message(mut self, text: impl Into<String>) -> Self {
+        self.upstream = Some(text.into());
+        self
+    }
+
     pub fn with_kind(mut self, kind: ErrorKind) -> Self {
         self.kind = kind;
         self
     }
 
-    /// Replaces the message, keeping kind, class and code.
+    /// Replaces the message (upstream's wording too), keeping kind, class and code.
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into();
+        self.upstream = None;
         self
     }
 
@@ -126,6 +143,9 @@ impl Error {
     /// Prefixes the message with what the caller was doing, keeping kind, class and code.
     pub fn context(mut self, what: impl fmt::Display) -> Self {
         self.message = format!("{what}: {}", self.message);
+        if let Some(up) = &mut self.upstream {
+            *up = format!("{what}: {up}");
+        }
         self
     }
 
@@ -133,6 +153,9 @@ impl Error {
     /// shapes, which join without a colon).
     pub fn prefix(mut self, text: impl fmt::Display) -> Self {
         self.message = format!("{text}{}", self.message);
+        if let Some(up) = &mut self.upstream {
+            *up = format!("{text}{up}");
+        }
         self
     }
 }
@@ -144,3 +167,34 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_wording_follows_the_context_upstream_adds_too() {
+        let e = Error::new(
+            ErrorKind::Driver,
+            "X to CSI driver \"d\" at /s failed: rpc error",
+        )
+        .with_upstream_message("rpc error")
+        .context("op")
+        .prefix("kubernetes.io/csi: ");
+        assert_eq!(
+            e.message(),
+            "kubernetes.io/csi: op: X to CSI driver \"d\" at /s failed: rpc error"
+        );
+        assert_eq!(e.upstream_message(), "kubernetes.io/csi: op: rpc error");
+    }
+
+    #[test]
+    fn without_its_own_wording_upstream_reads_kcsi_message() {
+        let e = Error::invalid("bad").context("op");
+        assert_eq!(e.upstream_message(), "op: bad");
+        let e = Error::invalid("bad")
+            .with_upstream_message("other")
+            .with_message("replaced");
+        assert_eq!(e.upstream_message(), "replaced");
+    }
+}

@@ -119,6 +119,20 @@ fn node_expand_driver_codes_are_all_final_as_upstream_wraps_them() {
             "code {code}: {}",
             err.message
         );
+        // What the kubelet's events and the claim's conditions show: upstream's words
+        // (expander.go nodeExpandWithClient), the driver's gRPC status as grpc-go prints it,
+        // and none of the context kcsi's own message adds.
+        let upstream = if infeasible {
+            "Expander.NodeExpand failed to expand the volume rpc error: code = "
+        } else {
+            "Expander.NodeExpand failed to expand the volume : rpc error: code = "
+        };
+        assert!(
+            err.upstream.starts_with(upstream) && !err.upstream.contains(DRIVER),
+            "code {code}: {}",
+            err.upstream
+        );
+        assert!(err.message.contains(DRIVER), "{}", err.message);
     }
 }
 

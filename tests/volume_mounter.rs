@@ -651,6 +651,13 @@ fn driver_killed_mid_publish_is_uncertain() {
     })
     .unwrap_err();
     assert_eq!(err.class, KCSI_CLASS_UNCERTAIN, "{}", err.message);
+    // What the kubelet's event shows: grpc-go's words for a call whose driver went away (the
+    // break, not the redial that found no driver), with no context of kcsi's.
+    assert_eq!(
+        err.upstream, "rpc error: code = Unavailable desc = error reading from server: EOF",
+        "{}",
+        err.message
+    );
     assert!(
         v.m.path().parent().unwrap().join("vol_data.json").exists(),
         "kept for a later teardown"

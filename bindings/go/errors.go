@@ -72,6 +72,9 @@ type Error struct {
 	Class    Class
 	GRPCCode int32 // the CSI driver's gRPC status code, or -1 when the driver did not send one
 	Message  string
+	// UpstreamMessage is Message as upstream's plugin (pkg/volume/csi) words it, for what a
+	// Kubernetes user reads (events, conditions): without the context kcsi adds.
+	UpstreamMessage string
 
 	closed bool // the Go handle was already closed; the call never reached C
 }
@@ -157,6 +160,12 @@ func check(op string, r C.kcsi_result, e *C.gk_err) error {
 		e.message = nil
 	} else {
 		err.Message = "(no message)"
+	}
+	err.UpstreamMessage = err.Message
+	if e.upstream != nil {
+		err.UpstreamMessage = C.GoString(e.upstream)
+		C.free(unsafe.Pointer(e.upstream))
+		e.upstream = nil
 	}
 	return err
 }

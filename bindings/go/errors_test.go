@@ -78,6 +78,14 @@ func TestDriverErrorsCarryResultClassAndGRPCCode(t *testing.T) {
 	if !strings.Contains(e.Error(), "KCSI_ERR_DRIVER") || e.Message == "" {
 		t.Fatalf("Error() = %q", e.Error())
 	}
+	// Upstream's mounter returns the driver's error as grpc-go prints it (csi_mounter.go SetUpAt):
+	// kcsi's message adds which driver at which socket; the upstream wording does not.
+	if !strings.HasPrefix(e.UpstreamMessage, "rpc error: code = NotFound desc = ") || strings.Contains(e.UpstreamMessage, d.Name) {
+		t.Errorf("UpstreamMessage = %q", e.UpstreamMessage)
+	}
+	if !strings.Contains(e.Message, d.Name) || !strings.HasSuffix(e.Message, e.UpstreamMessage) {
+		t.Errorf("Message = %q", e.Message)
+	}
 }
 
 func TestSetUpWithoutARegisteredDriverIsTransient(t *testing.T) {

@@ -8,12 +8,15 @@ kcsi_result gk_take(kcsi_result r, kcsi_error *err, gk_err *out) {
 		out->klass = KCSI_CLASS_FINAL;
 		out->grpc_code = -1;
 		out->message = NULL;
+		out->upstream = NULL;
 		if (err != NULL) {
 			const char *m = kcsi_error_message(err);
+			const char *u = kcsi_error_upstream_message(err);
 			out->result = kcsi_error_result(err);
 			out->klass = kcsi_error_class(err);
 			out->grpc_code = kcsi_error_grpc_code(err);
 			out->message = m != NULL ? strdup(m) : NULL;
+			out->upstream = u != NULL ? strdup(u) : NULL;
 		}
 	}
 	kcsi_error_free(err);

@@ -11,7 +11,8 @@ typedef struct gk_err {
 	int32_t result;
 	int32_t klass;
 	int32_t grpc_code;
-	char *message; // malloc'd copy, or NULL; the Go side frees it
+	char *message;  // malloc'd copy, or NULL; the Go side frees it
+	char *upstream; // kcsi_error_upstream_message, likewise
 } gk_err;
 
 // gk_take records r and the fields of err in *out, then frees err. Returns r.

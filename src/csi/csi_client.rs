@@ -241,7 +241,8 @@ impl CsiClient {
         let short = short_name(method);
         let driver = self.inner.driver.as_str();
         tracing::trace!(driver, method, volume = volume_id, request = ?req, "CSI request");
-        let mut attempt = 0;
+        // The first attempt's transport failure, once retried.
+        let mut broke: Option<Status> = None;
         loop {
             let start = Instant::now();
             let remaining = deadline.saturating_duration_since(start);
@@ -269,11 +270,19 @@ impl CsiClient {
                     self.record(method, volume_id, code_name(status.code()), start);
                     let transport = std::error::Error::source(&status).is_some();
                     let never_connected = is_connect_failure(&status);
-                    if transport && !never_connected && attempt == 0 {
-                        attempt += 1;
+                    if transport && !never_connected && broke.is_none() {
+                        // A pooled connection the driver closed (it restarted since): once more
+                        // on a new one, as grpc-go reconnects.
                         tracing::debug!(driver, method, "retrying after transport error: {status}");
+                        broke = Some(status);
                         continue;
                     }
+                    // The driver went away under the call and is not back: report the break,
+                    // as grpc-go does, not the failed re-dial.
+                    let status = match broke {
+                        Some(first) if never_connected => first,
+                        _ => status,
+                    };
                     let err = self.status_error(short, &status);
                     tracing::trace!(driver, method, volume = volume_id, error = %err.message(), "CSI error");
                     return Err(err);
@@ -300,6 +309,9 @@ impl CsiClient {
                 self.inner.socket.display()
             ),
         )
+        .with_upstream_message(
+            "rpc error: code = DeadlineExceeded desc = context deadline exceeded",
+        )
     }
 
     fn status_error(&self, method: &str, status: &Status) -> Error {
@@ -315,20 +327,27 @@ impl CsiClient {
                 Some(dial) => format!(
                     "rpc error: code = Unavailable desc = connection error: desc = \"transport: Error while dialing: {dial}\""
                 ),
+                None if connection_closed(status) => {
+                    "rpc error: code = Unavailable desc = error reading from server: EOF"
+                        .to_string()
+                }
                 None => format!(
                     "rpc error: code = {} desc = {}",
                     code_name(status.code()),
                     source_chain(status)
                 ),
             };
-            return Error::new(ErrorKind::Unavailable, format!("{what}: {detail}"));
+            return Error::new(ErrorKind::Unavailable, format!("{what}: {detail}"))
+                .with_upstream_message(detail);
         }
         let kind = if status.code() == Code::DeadlineExceeded {
             ErrorKind::Timeout
         } else {
             ErrorKind::Driver
         };
-        Error::new(kind, format!("{what}: {}", go_status_text(status)))
+        let detail = go_status_text(status);
+        Error::new(kind, format!("{what}: {detail}"))
+            .with_upstream_message(detail)
             .with_grpc_code(status.code() as i32)
     }
 
@@ -568,6 +587,22 @@ fn connect_failure(status: &Status) -> Option<&ConnectFailed> {
         source = err.source();
     }
     None
+}
+
+/// The driver closed the connection under the call (it exited): the stream ends with a broken
+/// pipe or an early EOF, which grpc-go reports as "error reading from server: EOF".
+fn connection_closed(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::UnexpectedEof
+            );
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// A transport error and its sources, `a: b: c`, each part once (the useful part, e.g.

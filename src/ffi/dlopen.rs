@@ -23,6 +23,10 @@ pub type kcsi_error_result_fn = unsafe extern "C" fn(e: *const kcsi_error) -> kc
 /// The type of `kcsi_error_message`.
 pub type kcsi_error_message_fn = unsafe extern "C" fn(e: *const kcsi_error) -> *const c_char;
 
+/// The type of `kcsi_error_upstream_message`.
+pub type kcsi_error_upstream_message_fn =
+    unsafe extern "C" fn(e: *const kcsi_error) -> *const c_char;
+
 /// The type of `kcsi_error_grpc_code`.
 pub type kcsi_error_grpc_code_fn = unsafe extern "C" fn(e: *const kcsi_error) -> i32;
 
@@ -423,6 +427,7 @@ fn types_match_exports() {
     let _: kcsi_result_name_fn = kcsi_result_name;
     let _: kcsi_error_result_fn = kcsi_error_result;
     let _: kcsi_error_message_fn = kcsi_error_message;
+    let _: kcsi_error_upstream_message_fn = kcsi_error_upstream_message;
     let _: kcsi_error_grpc_code_fn = kcsi_error_grpc_code;
     let _: kcsi_error_class_fn = kcsi_error_class;
     let _: kcsi_error_free_fn = kcsi_error_free;

@@ -12,6 +12,7 @@ pub struct kcsi_error {
     class: i32,
     grpc_code: i32,
     message: CString,
+    upstream_message: CString,
 }
 
 pub(crate) fn result_code(kind: ErrorKind) -> kcsi_result {
@@ -47,6 +48,7 @@ impl kcsi_error {
             },
             grpc_code: e.grpc_code().unwrap_or(-1),
             message: c_string(e.message()),
+            upstream_message: c_string(e.upstream_message()),
         }
     }
 }
@@ -65,6 +67,18 @@ pub extern "C" fn kcsi_error_result(e: *const kcsi_error) -> kcsi_result {
 pub extern "C" fn kcsi_error_message(e: *const kcsi_error) -> *const c_char {
     guard_value(std::ptr::null(), || {
         unsafe { e.as_ref() }.map_or(std::ptr::null(), |e| e.message.as_ptr())
+    })
+}
+
+/// The message as upstream's plugin (`pkg/volume/csi`) words this failure, for hosts that show
+/// it to Kubernetes users (the kubelet's and the attach/detach controller's events, a claim's
+/// conditions): `kcsi_error_message` without the context kcsi adds (which driver, at which
+/// socket), or the same text when kcsi adds none. Borrowed: valid until `kcsi_error_free(e)`.
+/// NULL when `e` is NULL.
+#[no_mangle]
+pub extern "C" fn kcsi_error_upstream_message(e: *const kcsi_error) -> *const c_char {
+    guard_value(std::ptr::null(), || {
+        unsafe { e.as_ref() }.map_or(std::ptr::null(), |e| e.upstream_message.as_ptr())
     })
 }
 

@@ -121,16 +121,18 @@ pub async fn node_expand(host: &Host, opts: &ExpandOptions) -> Result<bool> {
     }
 }
 
+/// kcsi's message keeps the CSI client's context and tags the infeasible case (the C API has
+/// no class for it); upstream's wording (`nodeExpandWithClient`) is kept beside it.
 fn expand_error(e: Error) -> Error {
+    const FAILED: &str = "Expander.NodeExpand failed to expand the volume";
     let e = e.with_class(ErrorClass::Final);
-    let code = e.grpc_code().map(Code::from_i32);
-    match code {
-        Some(Code::FailedPrecondition) => {
-            e.context(csi_log!("Expander.NodeExpand failed to expand the volume "))
-        }
-        Some(Code::InvalidArgument | Code::OutOfRange | Code::NotFound) => e.prefix(csi_log!(
-            "Expander.NodeExpand failed to expand the volume (infeasible) "
-        )),
-        _ => e.context(csi_log!("Expander.NodeExpand failed to expand the volume ")),
+    let driver_text = e.upstream_message().to_string();
+    match e.grpc_code().map(Code::from_i32) {
+        Some(Code::InvalidArgument | Code::OutOfRange | Code::NotFound) => e
+            .prefix(csi_log!("{FAILED} (infeasible) "))
+            .with_upstream_message(format!("{FAILED} {driver_text}")),
+        _ => e
+            .context(csi_log!("{FAILED} "))
+            .with_upstream_message(format!("{FAILED} : {driver_text}")),
     }
 }

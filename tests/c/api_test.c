@@ -25,7 +25,10 @@ static void expect_error(const char *what, kcsi_result got, kcsi_error *err, kcs
                          const char *needle) {
     checks++;
     const char *msg = err ? kcsi_error_message(err) : NULL;
+    /* Every error has upstream's wording too (kcsi's message when kcsi adds no context). */
+    const char *upstream = err ? kcsi_error_upstream_message(err) : NULL;
     if (got != want || err == NULL || kcsi_error_result(err) != want || msg == NULL ||
+        upstream == NULL ||
         (needle && strstr(msg, needle) == NULL)) {
         failures++;
         fprintf(stderr, "%s: got %s (%s), want %s naming \"%s\"\n", what, kcsi_result_name(got),
@@ -92,6 +95,7 @@ static void test_version_and_result_names(void) {
 static void test_errors_and_free_null(void) {
     CHECK(kcsi_error_result(NULL) == KCSI_ERR_INVALID_ARGUMENT);
     CHECK(kcsi_error_message(NULL) == NULL);
+    CHECK(kcsi_error_upstream_message(NULL) == NULL);
     CHECK(kcsi_error_grpc_code(NULL) == -1);
     CHECK(kcsi_error_class(NULL) == -1);
     kcsi_error_free(NULL);

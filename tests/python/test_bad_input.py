@@ -282,6 +282,7 @@ def test_error_accessors_on_null():
     assert kcsi.lib.kcsi_error_result(None) == INVALID
     assert kcsi.lib.kcsi_error_message(None) is None
     assert kcsi.lib.kcsi_error_grpc_code(None) == -1
+    assert kcsi.lib.kcsi_error_upstream_message(None) is None
     assert kcsi.lib.kcsi_error_class(None) == -1
 
 

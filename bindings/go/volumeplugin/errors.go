@@ -3,6 +3,7 @@ package volumeplugin
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	volumetypes "k8s.io/kubernetes/pkg/volume/util/types"
 	"kcsi.dev/kcsi"
@@ -26,13 +27,19 @@ func kubeletError(err error) error {
 	return err
 }
 
-// asUpstream is a kcsi error worded as upstream's plugin words it: kcsi's message, which
-// follows upstream's text (pkg/volume/csi), without the binding's "kcsi: <Op>: <RESULT>: "
-// prefix, which would otherwise reach the attach/detach controller's events, the kubelet's
-// and VolumeAttachment-related messages. errors.As and errors.Is still find the *kcsi.Error.
+// asUpstream is a kcsi error worded as upstream's plugin (pkg/volume/csi) words it
+// (kcsi.Error.UpstreamMessage): without the binding's "kcsi: <Op>: <RESULT>: " prefix and the
+// driver and socket kcsi names, which would otherwise reach the attach/detach controller's
+// events, the kubelet's and VolumeAttachment-related messages. errors.As and errors.Is still
+// find the *kcsi.Error.
 type asUpstream struct{ err *kcsi.Error }
 
-func (e asUpstream) Error() string { return e.err.Message }
+func (e asUpstream) Error() string {
+	if e.err.UpstreamMessage == "" { // an error the binding made
+		return e.err.Message
+	}
+	return e.err.UpstreamMessage
+}
 func (e asUpstream) Unwrap() error { return e.err }
 
 // upstreamText words a *kcsi.Error as upstream does; any other error stays as it is.
@@ -58,6 +65,10 @@ const (
 	grpcOutOfRange         = 11
 )
 
+// expandFailed starts upstream's text of a failed NodeExpandVolume, which kcsi's core gives
+// as the error's UpstreamMessage (expander.go nodeExpandWithClient).
+const expandFailed = "Expander.NodeExpand failed to expand the volume : "
+
 // expandError gives a NodeExpand failure upstream's types (expander.go nodeExpandWithClient):
 // no EXPAND_VOLUME is OperationNotSupported, a volume in use FailedPrecondition, an
 // impossible size Infeasible, each of which the kubelet's resize code acts on. Only a driver
@@ -74,9 +85,10 @@ func expandError(err error) error {
 	case ke.Result == kcsi.ResultNotSupported:
 		return volumetypes.NewOperationNotSupportedError(err.Error())
 	case ke.GRPCCode == grpcFailedPrecondition:
-		return fmt.Errorf("Expander.NodeExpand failed to expand the volume : %w", volumetypes.NewFailedPreconditionError(err.Error()))
+		// Upstream wraps the driver's error: the kubelet finds the FailedPrecondition in it.
+		return fmt.Errorf(expandFailed+"%w", volumetypes.NewFailedPreconditionError(strings.TrimPrefix(err.Error(), expandFailed)))
 	case ke.GRPCCode == grpcInvalidArgument || ke.GRPCCode == grpcOutOfRange || ke.GRPCCode == grpcNotFound:
-		return volumetypes.NewInfeasibleError("Expander.NodeExpand failed to expand the volume " + err.Error())
+		return volumetypes.NewInfeasibleError(err.Error())
 	case kcsi.IsTransient(err):
 		return volumetypes.NewTransientOperationFailure(err.Error())
 	}

@@ -87,12 +87,14 @@ def result_name(code):
 
 class KcsiError(Exception):
     """A failed kcsi call: `.result` (code), `.result_name`, `.error_class` (KCSI_CLASS_*),
-    `.grpc_code` (-1 unless the CSI driver returned it), `.message`, `.function`."""
+    `.grpc_code` (-1 unless the CSI driver returned it), `.message`, `.upstream_message` (the
+    message as upstream's plugin words it), `.function`."""
 
-    def __init__(self, result, message, error_class=-1, grpc_code=-1, function=None):
+    def __init__(self, result, message, error_class=-1, grpc_code=-1, function=None, upstream_message=None):
         self.result = result
         self.result_name = RESULT_CODES.get(result) or result_name(result)
         self.message = message
+        self.upstream_message = message if upstream_message is None else upstream_message
         self.error_class = error_class
         self.grpc_code = grpc_code
         self.function = function
@@ -138,12 +140,14 @@ def _error_from(err_ptr, rc, function):
         return ERRORS.get(rc, KcsiError)(rc, "(no error object)", function=function)
     try:
         msg = lib.kcsi_error_message(err_ptr)
+        upstream = lib.kcsi_error_upstream_message(err_ptr)
         exc = ERRORS.get(rc, KcsiError)(
             lib.kcsi_error_result(err_ptr),
             msg.decode("utf-8", "replace") if msg is not None else "",
             lib.kcsi_error_class(err_ptr),
             lib.kcsi_error_grpc_code(err_ptr),
             function,
+            upstream.decode("utf-8", "replace") if upstream is not None else None,
         )
     finally:
         lib.kcsi_error_free(err_ptr)

@@ -27,6 +27,8 @@ pub struct CErr {
     pub class: i32,
     pub grpc: i32,
     pub message: String,
+    /// `kcsi_error_upstream_message`.
+    pub upstream: String,
 }
 
 pub fn cstr(s: &str) -> CString {
@@ -52,6 +54,10 @@ pub fn check(rc: kcsi_result, err: *mut kcsi_error) -> Result<(), CErr> {
         class: kcsi_error_class(err),
         grpc: kcsi_error_grpc_code(err),
         message: unsafe { CStr::from_ptr(kcsi_error_message(err)) }
+            .to_str()
+            .unwrap()
+            .to_string(),
+        upstream: unsafe { CStr::from_ptr(kcsi_error_upstream_message(err)) }
             .to_str()
             .unwrap()
             .to_string(),

@@ -35,3 +35,16 @@ func TestAddPodRewritesOnlyTheInlineHandleUpstreamDerives(t *testing.T) {
 		t.Errorf("the pod UID becomes %q", got)
 	}
 }
+
+func TestEventMessagesCompareWithoutTheirDurations(t *testing.T) {
+	z := &observe.Normalizer{}
+	z.Add("pv-kcsi", "<pv>")
+	got := eventMessage(z, `Successfully pulled image "busybox" in 1.234s (1.5s including waiting); AttachVolume.Attach succeeded for volume "pv-kcsi" after 500ms`)
+	want := `Successfully pulled image "busybox" in <duration> (<duration> including waiting); AttachVolume.Attach succeeded for volume "<pv>" after <duration>`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := eventMessage(z, "MountVolume.SetUp failed for volume v2: rpc error"); got != "MountVolume.SetUp failed for volume v2: rpc error" {
+		t.Errorf("a name with digits is left as it is: %s", got)
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -17,7 +19,7 @@ import (
 
 // objectLines: what the kubelet and the plugin leave on the API objects of the node's
 // namespace: each pod's phase, each claim's and volume's status (phase, capacity,
-// conditions), and the reasons of the events about each object.
+// conditions), and the reasons and messages of the events about each object.
 func (n *Node) objectLines(ctx context.Context, z *observe.Normalizer) []string {
 	var lines []string
 	pods, err := n.Suite.Client.CoreV1().Pods(n.NS).List(ctx, metav1.ListOptions{})
@@ -53,53 +55,75 @@ func (n *Node) objectLines(ctx context.Context, z *observe.Normalizer) []string 
 		}
 		lines = append(lines, z.Apply(fmt.Sprintf("PV %s phase %s capacity %s", pv.Name, pv.Status.Phase, pv.Spec.Capacity.Storage())))
 	}
-	reasons, err := n.settledEventReasons(ctx, pods.Items)
+	events, err := n.settledEvents(ctx, pods.Items)
 	if err != nil {
 		return append(lines, "events: "+err.Error())
 	}
-	objs := make([]string, 0, len(reasons))
-	for obj := range reasons {
+	objs := make([]string, 0, len(events))
+	for obj := range events {
 		objs = append(objs, obj)
 	}
 	sort.Strings(objs)
 	for _, obj := range objs {
-		var rs []string
-		for r := range reasons[obj] {
-			rs = append(rs, r)
+		reasons, messages := map[string]bool{}, map[string]bool{}
+		for e := range events[obj] {
+			reasons[e.typeReason] = true
+			messages[e.typeReason+": "+eventMessage(z, e.message)] = true
 		}
-		sort.Strings(rs)
-		lines = append(lines, z.Apply("events of "+obj+": "+strings.Join(rs, ", ")))
+		lines = append(lines, z.Apply("events of "+obj+": "+strings.Join(slices.Sorted(maps.Keys(reasons)), ", ")))
+		// What a user reads in `kubectl describe`: each distinct message, as upstream's plugin
+		// makes the kubelet and the attach/detach controller write it.
+		for _, m := range slices.Sorted(maps.Keys(messages)) {
+			lines = append(lines, z.Apply("event of "+obj+": "+m))
+		}
 	}
 	return lines
 }
 
-// settledEventReasons is the set of "<type> <reason>" per "<kind> <name>" of the namespace's
-// events once the kubelet's and controllers' event pipelines have delivered them: events are
+// duration: a Go duration in an event message ("pulled in 1.2s", "after 500ms").
+var duration = regexp.MustCompile(`\b[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)\b`)
+
+// eventMessage is an event's message with the plugin's names normalised and durations
+// replaced, so both plugins' runs compare.
+func eventMessage(z *observe.Normalizer, message string) string {
+	return duration.ReplaceAllString(z.Apply(message), "<duration>")
+}
+
+// event is what the suite compares of an event: its type and reason, and its message.
+type event struct{ typeReason, message string }
+
+// settledEvents is the set of events (type and reason, message) per "<kind> <name>" of the
+// namespace's events once the kubelet's and controllers' event pipelines have delivered them: events are
 // posted asynchronously, so a snapshot taken as a pod turns Running could otherwise miss its
 // Started event in one run and not the other. Settled: every Running pod has its Started
 // event and two reads settleGap apart agree (or settleMax passed: the last read is used).
-func (n *Node) settledEventReasons(ctx context.Context, pods []v1.Pod) (map[string]map[string]bool, error) {
+func (n *Node) settledEvents(ctx context.Context, pods []v1.Pod) (map[string]map[event]bool, error) {
 	const settleGap, settleMax = 250 * time.Millisecond, 10 * time.Second
 	deadline := time.Now().Add(settleMax)
-	var last map[string]map[string]bool
+	var last map[string]map[event]bool
 	for {
 		events, err := n.Suite.Client.CoreV1().Events(n.NS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
-		reasons := map[string]map[string]bool{}
+		reasons := map[string]map[event]bool{}
 		for _, e := range events.Items {
 			obj := e.InvolvedObject.Kind + " " + e.InvolvedObject.Name
 			if reasons[obj] == nil {
-				reasons[obj] = map[string]bool{}
+				reasons[obj] = map[event]bool{}
 			}
-			reasons[obj][e.Type+" "+e.Reason] = true
+			reasons[obj][event{e.Type + " " + e.Reason, e.Message}] = true
 		}
 		started := true
 		for _, p := range pods {
-			if p.Status.Phase == v1.PodRunning && !reasons["Pod "+p.Name]["Normal Started"] {
-				started = false
+			if p.Status.Phase != v1.PodRunning {
+				continue
 			}
+			found := false
+			for e := range reasons["Pod "+p.Name] {
+				found = found || e.typeReason == "Normal Started"
+			}
+			started = started && found
 		}
 		if started && reflect.DeepEqual(reasons, last) || time.Now().After(deadline) {
 			return reasons, nil
@@ -141,4 +165,11 @@ func (n *Node) nodeLines(ctx context.Context, z *observe.Normalizer) []string {
 	}
 	sort.Strings(labels)
 	return append(lines, "Node driver labels "+strings.Join(labels, ","))
+}
+
+// ForgetEvents deletes the namespace's events, so a scenario's snapshots compare its own
+// events only: an earlier scenario's name the scenario's normaliser does not know would
+// otherwise differ between the plugins' runs.
+func (n *Node) ForgetEvents(ctx context.Context) error {
+	return n.Suite.Client.CoreV1().Events(n.NS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 }

@@ -83,7 +83,10 @@ func Run(args []string) error {
 		for i, sc := range selected {
 			o := &observe.Observation{}
 			t := time.Now()
-			err := sc.run(ctx, n, o)
+			err := n.ForgetEvents(ctx)
+			if err == nil {
+				err = sc.run(ctx, n, o)
+			}
 			obs[plugin][sc.name], errs[plugin][sc.name] = o, err
 			status := "done"
 			if err != nil {
