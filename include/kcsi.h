@@ -314,6 +314,25 @@ kcsi_result kcsi_host_csidriver_delete(kcsi_host *h, const char *name, kcsi_erro
 // first list.
 kcsi_result kcsi_host_csidrivers_synced(kcsi_host *h, kcsi_error **err_out);
 
+// On a controller host made with `"volumeAttachmentsFromHost": true`: a VolumeAttachment
+// (JSON, as the API server serves it) that the program's informer (the attach/detach
+// controller's) added or updated. kcsi then sends no VolumeAttachment list or watch of its
+// own: Attach and Detach wait on, and VolumesAreAttached reads, what the program feeds, so
+// the program feeds the attachment an Attach or Detach waits on while the call runs.
+// `KCSI_ERR_FAILED_PRECONDITION` on other hosts.
+kcsi_result kcsi_host_volumeattachment_apply(kcsi_host *h,
+                                             const char *volumeattachment_json,
+                                             kcsi_error **err_out);
+
+// On a `"volumeAttachmentsFromHost"` host: the VolumeAttachment `name` is gone.
+// `KCSI_ERR_NOT_FOUND` when kcsi had no such object (nothing changes).
+kcsi_result kcsi_host_volumeattachment_delete(kcsi_host *h, const char *name, kcsi_error **err_out);
+
+// On a `"volumeAttachmentsFromHost"` host: the program's informer has synced. Until then
+// kcsi does not trust a VolumeAttachment's absence from what was fed: Attach creates it
+// (AlreadyExists tolerated) and VolumesAreAttached asks the API server.
+kcsi_result kcsi_host_volumeattachments_synced(kcsi_host *h, kcsi_error **err_out);
+
 // Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
 // inline volumes.
 kcsi_result kcsi_can_device_mount(kcsi_host *h,

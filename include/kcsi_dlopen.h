@@ -123,6 +123,19 @@ typedef kcsi_result (*kcsi_host_csidriver_delete_fn)(kcsi_host *h,
 // The type of `kcsi_host_csidrivers_synced`.
 typedef kcsi_result (*kcsi_host_csidrivers_synced_fn)(kcsi_host *h, kcsi_error **err_out);
 
+// The type of `kcsi_host_volumeattachment_apply`.
+typedef kcsi_result (*kcsi_host_volumeattachment_apply_fn)(kcsi_host *h,
+                                                           const char *volumeattachment_json,
+                                                           kcsi_error **err_out);
+
+// The type of `kcsi_host_volumeattachment_delete`.
+typedef kcsi_result (*kcsi_host_volumeattachment_delete_fn)(kcsi_host *h,
+                                                            const char *name,
+                                                            kcsi_error **err_out);
+
+// The type of `kcsi_host_volumeattachments_synced`.
+typedef kcsi_result (*kcsi_host_volumeattachments_synced_fn)(kcsi_host *h, kcsi_error **err_out);
+
 // The type of `kcsi_can_device_mount`.
 typedef kcsi_result (*kcsi_can_device_mount_fn)(kcsi_host *h,
                                                 const char *spec_json,

@@ -89,6 +89,10 @@ pub struct HostConfig {
     /// The host program keeps kcsi's CSIDriver objects current (`"csiDriversFromHost"`, from
     /// an informer it already runs) instead of kcsi listing and watching them itself.
     pub csi_drivers_from_host: bool,
+    /// A controller host's program keeps kcsi's VolumeAttachment objects current
+    /// (`"volumeAttachmentsFromHost"`, from the attach/detach controller's informer) instead
+    /// of kcsi listing and watching them itself.
+    pub volume_attachments_from_host: bool,
     /// Whether the host runs the kubelet's plugin watcher (`"pluginWatcher"`).
     pub plugin_watcher: bool,
     /// The watched directory when not `<rootDir>/plugins_registry` (`"pluginsRegistryDir"`).
@@ -109,6 +113,7 @@ impl Default for HostConfig {
             feature_gates: BTreeMap::new(),
             csi_drivers: Vec::new(),
             csi_drivers_from_host: false,
+            volume_attachments_from_host: false,
             plugin_watcher: false,
             plugins_registry_dir: None,
         }
@@ -168,6 +173,14 @@ impl HostConfig {
             return Err(Error::invalid(
                 "host config is not valid: \"csiDriversFromHost\" needs a \"kubeconfig\" or \
                  \"kubeconfigData\"; a standalone host's CSIDriver objects are its \"csiDrivers\"",
+            ));
+        }
+        if self.volume_attachments_from_host
+            && (!self.is_controller() || self.api_source().is_none())
+        {
+            return Err(Error::invalid(
+                "host config is not valid: \"volumeAttachmentsFromHost\" is for a controller host \
+                 (\"role\": \"controller\") with a \"kubeconfig\" or \"kubeconfigData\"",
             ));
         }
         let mut names = BTreeSet::new();

@@ -4,6 +4,8 @@
 //! allocatable updater) live in the node agent above it (`crate::node`). Hosts never share
 //! state; only the runtime is process-wide.
 
+mod feeds;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -20,7 +22,6 @@ use crate::disk::files::Files;
 use crate::disk::paths::Layout;
 use crate::disk::volume_lock::VolumeLocks;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kube::csidriver_informer::CsiDriverFeed;
 use crate::kube::{objects, Kube};
 use crate::telemetry::Telemetry;
 
@@ -277,56 +278,6 @@ impl Host {
             Some(kube) => kube.csidrivers.generation(),
             None => &self.config_generation,
         }
-    }
-
-    /// The feed of a `"csiDriversFromHost"` host, or why `call` cannot feed this one.
-    fn csidriver_feed(&self, call: &str) -> Result<&CsiDriverFeed> {
-        self.kube()
-            .and_then(|k| k.csidriver_feed.as_ref())
-            .ok_or_else(|| {
-                let source = if self.kube.is_some() {
-                    "lists and watches the CSIDriver objects itself"
-                } else {
-                    "runs standalone: its CSIDriver objects are its config's \"csiDrivers\""
-                };
-                Error::new(
-                    ErrorKind::FailedPrecondition,
-                    format!("{call}: this host {source}; only a host made with \"csiDriversFromHost\": true (and a \"kubeconfig\") takes them from its program"),
-                )
-            })
-    }
-
-    /// A CSIDriver object the host program's informer added or updated
-    /// (`"csiDriversFromHost"` hosts).
-    pub fn apply_csidriver(&self, object: CSIDriver) -> Result<()> {
-        const CALL: &str = "kcsi_host_csidriver_apply";
-        let feed = self.csidriver_feed(CALL)?;
-        if object.metadata.name.as_deref().unwrap_or("").is_empty() {
-            return Err(Error::invalid(format!(
-                "{CALL}: the CSIDriver has no metadata.name"
-            )));
-        }
-        feed.apply(object);
-        Ok(())
-    }
-
-    /// The CSIDriver `name` deleted from the host program's informer; NOT_FOUND when kcsi
-    /// did not have it (nothing changes then).
-    pub fn delete_csidriver(&self, name: &str) -> Result<()> {
-        const CALL: &str = "kcsi_host_csidriver_delete";
-        if self.csidriver_feed(CALL)?.delete(name) {
-            return Ok(());
-        }
-        Err(Error::not_found(format!(
-            "{CALL}: there is no CSIDriver {name:?} to delete"
-        )))
-    }
-
-    /// The host program's informer has synced (it fed every CSIDriver object it listed):
-    /// lookups stop waiting for the first list.
-    pub fn csidrivers_synced(&self) -> Result<()> {
-        self.csidriver_feed("kcsi_host_csidrivers_synced")?.synced();
-        Ok(())
     }
 
     /// `read` of the CSIDriver object of `driver` (or `None`), without building all its facts:

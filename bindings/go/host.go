@@ -47,6 +47,10 @@ type Config struct {
 	// (ApplyCSIDriver, DeleteCSIDriver, CSIDriversSynced, from an informer it already runs)
 	// instead of kcsi listing and watching them itself. Needs Kubeconfig or KubeconfigData.
 	CSIDriversFromHost bool
+	// VolumeAttachmentsFromHost makes a controller host's program keep its VolumeAttachments
+	// current (ApplyVolumeAttachment, DeleteVolumeAttachment, VolumeAttachmentsSynced, from
+	// the attach/detach controller's informer) instead of kcsi listing and watching them.
+	VolumeAttachmentsFromHost bool
 	// PluginWatcher makes the host watch PluginsRegistryDir for node-driver-registrar sockets
 	// and register their drivers, as the kubelet's plugin manager does.
 	PluginWatcher bool
@@ -69,6 +73,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		FeatureGates   map[string]bool `json:"featureGates,omitempty"`
 		CSIDrivers     []any           `json:"csiDrivers,omitempty"`
 		FromHost       bool            `json:"csiDriversFromHost,omitempty"`
+		VAsFromHost    bool            `json:"volumeAttachmentsFromHost,omitempty"`
 		PluginWatcher  bool            `json:"pluginWatcher,omitempty"`
 		RegistryDir    string          `json:"pluginsRegistryDir,omitempty"`
 	}
@@ -77,7 +82,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		drivers[i] = rawBytes(d)
 	}
 	return json.Marshal(wire{c.Role, c.NodeName, c.RootDir, c.Kubeconfig, c.KubeconfigData, c.Timeout.Seconds(), c.IdleConnection.Seconds(), c.FeatureGates, drivers,
-		c.CSIDriversFromHost, c.PluginWatcher, c.PluginsRegistryDir})
+		c.CSIDriversFromHost, c.VolumeAttachmentsFromHost, c.PluginWatcher, c.PluginsRegistryDir})
 }
 
 // Host is one node agent's instance of kcsi, with its own driver registry: two hosts in one

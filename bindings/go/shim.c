@@ -86,6 +86,18 @@ kcsi_result gk_host_csidrivers_synced(kcsi_host *h, gk_err *e) {
 	GK_SHIM(kcsi_host_csidrivers_synced(h, &err));
 }
 
+kcsi_result gk_host_volumeattachment_apply(kcsi_host *h, const char *va_json, gk_err *e) {
+	GK_SHIM(kcsi_host_volumeattachment_apply(h, va_json, &err));
+}
+
+kcsi_result gk_host_volumeattachment_delete(kcsi_host *h, const char *name, gk_err *e) {
+	GK_SHIM(kcsi_host_volumeattachment_delete(h, name, &err));
+}
+
+kcsi_result gk_host_volumeattachments_synced(kcsi_host *h, gk_err *e) {
+	GK_SHIM(kcsi_host_volumeattachments_synced(h, &err));
+}
+
 kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e) {
 	GK_SHIM(kcsi_verify_exhausted_resource(h, spec_json, out, &err));
 }

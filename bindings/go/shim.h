@@ -42,6 +42,9 @@ kcsi_result gk_host_csidriver_generation(kcsi_host *h, const uint64_t **out, gk_
 kcsi_result gk_host_csidriver_apply(kcsi_host *h, const char *csidriver_json, gk_err *e);
 kcsi_result gk_host_csidriver_delete(kcsi_host *h, const char *name, gk_err *e);
 kcsi_result gk_host_csidrivers_synced(kcsi_host *h, gk_err *e);
+kcsi_result gk_host_volumeattachment_apply(kcsi_host *h, const char *va_json, gk_err *e);
+kcsi_result gk_host_volumeattachment_delete(kcsi_host *h, const char *name, gk_err *e);
+kcsi_result gk_host_volumeattachments_synced(kcsi_host *h, gk_err *e);
 kcsi_result gk_can_device_mount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_requires_remount(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);
 kcsi_result gk_verify_exhausted_resource(kcsi_host *h, const char *spec_json, bool *out, gk_err *e);

@@ -27,6 +27,8 @@ struct RawConfig {
     #[serde(default)]
     csi_drivers_from_host: bool,
     #[serde(default)]
+    volume_attachments_from_host: bool,
+    #[serde(default)]
     plugin_watcher: bool,
     plugins_registry_dir: Option<String>,
     role: Option<String>,
@@ -64,6 +66,7 @@ pub(crate) fn host_config(json: &str) -> Result<HostConfig> {
         feature_gates: raw.feature_gates,
         csi_drivers: raw.csi_drivers,
         csi_drivers_from_host: raw.csi_drivers_from_host,
+        volume_attachments_from_host: raw.volume_attachments_from_host,
         plugin_watcher: raw.plugin_watcher,
         plugins_registry_dir: raw.plugins_registry_dir.map(PathBuf::from),
     }

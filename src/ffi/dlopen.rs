@@ -155,6 +155,24 @@ pub type kcsi_host_csidriver_delete_fn = unsafe extern "C" fn(
 pub type kcsi_host_csidrivers_synced_fn =
     unsafe extern "C" fn(h: *mut kcsi_host, err_out: *mut *mut kcsi_error) -> kcsi_result;
 
+/// The type of `kcsi_host_volumeattachment_apply`.
+pub type kcsi_host_volumeattachment_apply_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    volumeattachment_json: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
+/// The type of `kcsi_host_volumeattachment_delete`.
+pub type kcsi_host_volumeattachment_delete_fn = unsafe extern "C" fn(
+    h: *mut kcsi_host,
+    name: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result;
+
+/// The type of `kcsi_host_volumeattachments_synced`.
+pub type kcsi_host_volumeattachments_synced_fn =
+    unsafe extern "C" fn(h: *mut kcsi_host, err_out: *mut *mut kcsi_error) -> kcsi_result;
+
 /// The type of `kcsi_can_device_mount`.
 pub type kcsi_can_device_mount_fn = unsafe extern "C" fn(
     h: *mut kcsi_host,
@@ -448,6 +466,9 @@ fn types_match_exports() {
     let _: kcsi_host_csidriver_apply_fn = kcsi_host_csidriver_apply;
     let _: kcsi_host_csidriver_delete_fn = kcsi_host_csidriver_delete;
     let _: kcsi_host_csidrivers_synced_fn = kcsi_host_csidrivers_synced;
+    let _: kcsi_host_volumeattachment_apply_fn = kcsi_host_volumeattachment_apply;
+    let _: kcsi_host_volumeattachment_delete_fn = kcsi_host_volumeattachment_delete;
+    let _: kcsi_host_volumeattachments_synced_fn = kcsi_host_volumeattachments_synced;
     let _: kcsi_can_device_mount_fn = kcsi_can_device_mount;
     let _: kcsi_requires_remount_fn = kcsi_requires_remount;
     let _: kcsi_supports_selinux_context_mount_fn = kcsi_supports_selinux_context_mount;

@@ -165,6 +165,49 @@ pub extern "C" fn kcsi_host_csidrivers_synced(
     guard!(err_out, || handle_arg(h)?.csidrivers_synced())
 }
 
+/// On a controller host made with `"volumeAttachmentsFromHost": true`: a VolumeAttachment
+/// (JSON, as the API server serves it) that the program's informer (the attach/detach
+/// controller's) added or updated. kcsi then sends no VolumeAttachment list or watch of its
+/// own: Attach and Detach wait on, and VolumesAreAttached reads, what the program feeds, so
+/// the program feeds the attachment an Attach or Detach waits on while the call runs.
+/// `KCSI_ERR_FAILED_PRECONDITION` on other hosts.
+#[no_mangle]
+pub extern "C" fn kcsi_host_volumeattachment_apply(
+    h: *mut kcsi_host,
+    volumeattachment_json: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
+        host.apply_volume_attachment(json_arg(volumeattachment_json, "volumeattachment_json")?)
+    })
+}
+
+/// On a `"volumeAttachmentsFromHost"` host: the VolumeAttachment `name` is gone.
+/// `KCSI_ERR_NOT_FOUND` when kcsi had no such object (nothing changes).
+#[no_mangle]
+pub extern "C" fn kcsi_host_volumeattachment_delete(
+    h: *mut kcsi_host,
+    name: *const c_char,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || {
+        let host = handle_arg(h)?;
+        host.delete_volume_attachment(str_arg(name, "name")?)
+    })
+}
+
+/// On a `"volumeAttachmentsFromHost"` host: the program's informer has synced. Until then
+/// kcsi does not trust a VolumeAttachment's absence from what was fed: Attach creates it
+/// (AlreadyExists tolerated) and VolumesAreAttached asks the API server.
+#[no_mangle]
+pub extern "C" fn kcsi_host_volumeattachments_synced(
+    h: *mut kcsi_host,
+    err_out: *mut *mut kcsi_error,
+) -> kcsi_result {
+    guard!(err_out, || handle_arg(h)?.volume_attachments_synced())
+}
+
 /// Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
 /// inline volumes.
 #[no_mangle]

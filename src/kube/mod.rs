@@ -26,7 +26,7 @@ use csidriver_informer::{CsiDriverFeed, CsiDriverInformer};
 use csinode_init::Startup;
 use node_info::NodeInfoManager;
 use token_manager::TokenManager;
-use volumeattachment_informer::VolumeAttachmentInformer;
+use volumeattachment_informer::{VolumeAttachmentFeed, VolumeAttachmentInformer};
 
 pub struct Kube {
     pub api: ApiClient,
@@ -39,6 +39,9 @@ pub struct Kube {
     pub tokens: TokenManager,
     /// Controller hosts only: the watched VolumeAttachments Attach and Detach wait on.
     pub volume_attachments: Option<VolumeAttachmentInformer>,
+    /// With `"volumeAttachmentsFromHost"`: how the host program keeps `volume_attachments`
+    /// current.
+    pub volume_attachment_feed: Option<VolumeAttachmentFeed>,
     /// The watches and the CSINode start-up; aborted when the host goes.
     tasks: Vec<JoinHandle<()>>,
 }
@@ -71,13 +74,16 @@ impl Kube {
         ));
         let startup = Arc::new(Startup::default());
         // The attach/detach controller has no node of its own: no CSINode to initialise.
-        let volume_attachments = if config.is_controller() {
+        let (volume_attachments, volume_attachment_feed) = if !config.is_controller() {
+            tasks.push(runtime.spawn(csinode_init::run(node_info.clone(), startup.clone())));
+            (None, None)
+        } else if config.volume_attachments_from_host {
+            let (informer, feed) = VolumeAttachmentInformer::fed();
+            (Some(informer), Some(feed))
+        } else {
             let (informer, watch) = VolumeAttachmentInformer::start(api.client.clone(), &runtime);
             tasks.push(watch);
-            Some(informer)
-        } else {
-            tasks.push(runtime.spawn(csinode_init::run(node_info.clone(), startup.clone())));
-            None
+            (Some(informer), None)
         };
         Ok(Kube {
             api,
@@ -87,6 +93,7 @@ impl Kube {
             startup,
             tokens: TokenManager::default(),
             volume_attachments,
+            volume_attachment_feed,
             tasks,
         })
     }

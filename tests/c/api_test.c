@@ -271,6 +271,44 @@ static void test_fed_csidrivers(const char *root) {
     remove(kubeconfig);
 }
 
+/* "volumeAttachmentsFromHost": the controller's informer feeds the VolumeAttachments. */
+static void test_fed_volume_attachments(const char *root) {
+    const char *va = "{\"metadata\":{\"name\":\"csi-1\"},\"spec\":{\"attacher\":\"d.example.com\","
+                     "\"nodeName\":\"n\",\"source\":{\"persistentVolumeName\":\"pv-1\"}},"
+                     "\"status\":{\"attached\":true}}";
+    char kubeconfig[512];
+    if (!write_kubeconfig(root, "va-kubeconfig", kubeconfig, sizeof kubeconfig)) return;
+    kcsi_host *h = NULL;
+    snprintf(config, sizeof config,
+             "{\"nodeName\":\"node-va\",\"rootDir\":\"%s/va\",\"kubeconfig\":\"%s\",\"volumeAttachmentsFromHost\":true}",
+             root, kubeconfig);
+    EXPECT("a node host fed VolumeAttachments", KCSI_ERR_INVALID_ARGUMENT, "volumeAttachmentsFromHost",
+           kcsi_host_new(config, &h, &err));
+    snprintf(config, sizeof config, "{\"role\":\"controller\",\"kubeconfig\":\"%s\"}", kubeconfig);
+    CHECK(kcsi_host_new(config, &h, NULL) == KCSI_OK);
+    if (h == NULL) return;
+    EXPECT("apply on a controller host that watches them", KCSI_ERR_FAILED_PRECONDITION,
+           "volumeAttachmentsFromHost", kcsi_host_volumeattachment_apply(h, va, &err));
+    kcsi_host_free(h);
+    h = NULL;
+    snprintf(config, sizeof config,
+             "{\"role\":\"controller\",\"kubeconfig\":\"%s\",\"volumeAttachmentsFromHost\":true}", kubeconfig);
+    CHECK(kcsi_host_new(config, &h, NULL) == KCSI_OK);
+    if (h == NULL) return;
+    CHECK(kcsi_host_volumeattachments_synced(h, NULL) == KCSI_OK);
+    CHECK(kcsi_host_volumeattachment_apply(h, va, NULL) == KCSI_OK);
+    EXPECT("apply: NULL", KCSI_ERR_INVALID_ARGUMENT, "volumeattachment_json",
+           kcsi_host_volumeattachment_apply(h, NULL, &err));
+    EXPECT("apply: no name", KCSI_ERR_INVALID_ARGUMENT, "no metadata.name",
+           kcsi_host_volumeattachment_apply(h, "{\"spec\":{\"attacher\":\"d\",\"nodeName\":\"n\",\"source\":{}}}", &err));
+    CHECK(kcsi_host_volumeattachment_delete(h, "csi-1", NULL) == KCSI_OK);
+    EXPECT("delete: gone already", KCSI_ERR_NOT_FOUND, "csi-1", kcsi_host_volumeattachment_delete(h, "csi-1", &err));
+    EXPECT("delete: NULL", KCSI_ERR_INVALID_ARGUMENT, "name", kcsi_host_volumeattachment_delete(h, NULL, &err));
+    EXPECT("synced: NULL host", KCSI_ERR_INVALID_ARGUMENT, NULL, kcsi_host_volumeattachments_synced(NULL, &err));
+    kcsi_host_free(h);
+    remove(kubeconfig);
+}
+
 static void test_register(const char *root, const char *socket, const char *driver) {
     kcsi_host *h = new_host(root, "node-reg");
     kcsi_error *err = NULL;
@@ -402,6 +440,7 @@ int main(int argc, char **argv) {
     test_bad_input(root);
     test_controller_calls(root);
     test_fed_csidrivers(root);
+    test_fed_volume_attachments(root);
     test_register(root, socket, driver);
     test_log_callback(root);
     test_free_host_during_call(root);

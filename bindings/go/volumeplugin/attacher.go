@@ -2,6 +2,7 @@ package volumeplugin
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -49,14 +50,28 @@ func (a *attacher) Attach(spec *volume.Spec, nodeName types.NodeName) (string, e
 	if err != nil {
 		return "", err
 	}
-	_, err = a.a.Attach(context.Background(), s, string(nodeName))
+	attach := func() error {
+		_, err := a.a.Attach(context.Background(), s, string(nodeName))
+		return err
+	}
+	if pv := spec.PersistentVolume; pv != nil && pv.Spec.CSI != nil {
+		a.p.feedDriverOf(spec)
+		err = a.p.feeds.Load().during(attachmentName(pv.Spec.CSI.VolumeHandle, pv.Spec.CSI.Driver, string(nodeName)), attach)
+	} else {
+		err = attach() // kcsi refuses it with upstream's error
+	}
 	return "", upstreamText(err)
 }
 
 // Detach deletes the VolumeAttachment of volumeName ("<driver>^<handle>") and waits until it
 // is gone (the attach/detach controller's call).
 func (a *attacher) Detach(volumeName string, nodeName types.NodeName) error {
-	return upstreamText(a.a.Detach(context.Background(), volumeName, string(nodeName)))
+	detach := func() error { return a.a.Detach(context.Background(), volumeName, string(nodeName)) }
+	driver, handle, ok := strings.Cut(volumeName, "^")
+	if !ok {
+		return upstreamText(detach()) // kcsi refuses it with upstream's error
+	}
+	return upstreamText(a.p.feeds.Load().during(attachmentName(handle, driver, string(nodeName)), detach))
 }
 
 // VolumesAreAttached: on the controller, kcsi's watch of the VolumeAttachments answers for
@@ -107,6 +122,11 @@ func (a *attacher) controllerVolumesAreAttached(specs []*volume.Spec, nodeName t
 		if err != nil {
 			out[spec] = false
 			continue
+		}
+		if f := a.p.feeds.Load(); f != nil {
+			csi := spec.PersistentVolume.Spec.CSI
+			f.driver(csi.Driver)
+			f.attachment(attachmentName(csi.VolumeHandle, csi.Driver, string(nodeName)))
 		}
 		asked = append(asked, spec)
 		wire = append(wire, s)

@@ -35,10 +35,11 @@
 //   - In the kube-controller-manager, ProbeAttachableVolumePlugins(cfg) replaces
 //     csi.ProbeVolumePlugins() in the attach/detach controller's plugin list; Init then gets the
 //     controller's AttachDetachVolumeHost (no node name, no pods dir) and kcsi runs as a
-//     controller host with its own watches of VolumeAttachments and CSIDrivers (not the
-//     controller's listers). Attach and Detach wait on that watch instead of polling a lister
-//     with a 500 ms to 7 s backoff. On a kubelet Attach and Detach fail, as upstream's, and
-//     VolumesAreAttached checks each VolumeAttachment once.
+//     controller host that reads the VolumeAttachments and CSIDrivers from the controller's
+//     listers (controller_feeds.go). While Attach and Detach wait, the VolumeAttachment is
+//     read from the lister every 50 ms instead of with upstream's 500 ms to 7 s backoff. On a
+//     kubelet Attach and Detach fail, as upstream's, and VolumesAreAttached checks each
+//     VolumeAttachment once.
 //   - GetDeviceMountRefs asks the VolumeHost's mounter, as upstream does.
 //   - On a kubelet, a volume staged before Init that no pod uses (the kubelet was killed
 //     between NodeUnpublishVolume and NodeUnstageVolume, kubernetes/kubernetes#85476) is

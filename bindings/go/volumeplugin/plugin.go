@@ -59,7 +59,9 @@ type Plugin struct {
 	// controller: Init got the attach/detach controller's host (no node, no pods dir).
 	controller bool
 	orphans    atomic.Pointer[orphans]
-	inited     atomic.Bool
+	// feeds: on the attach/detach controller, what kcsi reads from the controller's listers.
+	feeds  atomic.Pointer[controllerFeeds]
+	inited atomic.Bool
 
 	// mu guards what follows: making kcsi's host, which Init may leave to later.
 	mu sync.Mutex
@@ -193,6 +195,9 @@ func (p *Plugin) makeHost() error {
 	cfg.CSIDriversFromHost = drivers != nil
 	if p.controller {
 		cfg.Role = "controller"
+		// kcsi reads the controller's listers, as upstream's plugin does (controller_feeds.go).
+		_, _, listers := controllerListers(host)
+		cfg.CSIDriversFromHost, cfg.VolumeAttachmentsFromHost = listers, listers
 	} else {
 		cfg.RootDir = filepath.Dir(host.GetPodsDir())
 	}
@@ -210,6 +215,9 @@ func (p *Plugin) makeHost() error {
 	csiNode := ok && (cfg.Kubeconfig != "" || cfg.KubeconfigData != "")
 	if csiNode {
 		kvh.SetKubeletError(errors.New("CSINode is not yet initialized"))
+	}
+	if p.controller {
+		p.feeds.Store(newControllerFeeds(h, host))
 	}
 	p.kcsi.Store(h)
 	if !p.controller {
@@ -353,6 +361,7 @@ func (p *Plugin) RequiresRemount(spec *volume.Spec) bool {
 	if err != nil || spec == nil {
 		return false
 	}
+	p.feedDriverOf(spec)
 	ok, err := withHead(spec, h.RequiresRemount)
 	return err == nil && ok
 }
@@ -370,6 +379,7 @@ func (p *Plugin) SupportsSELinuxContextMount(spec *volume.Spec) (bool, error) {
 	if spec == nil {
 		return false, invalid("SupportsSELinuxContextMount: volume spec is nil")
 	}
+	p.feedDriverOf(spec)
 	return withHead(spec, h.SupportsSELinuxContextMount)
 }
 
@@ -382,6 +392,7 @@ func (p *Plugin) CanAttach(spec *volume.Spec) (bool, error) {
 	if spec == nil {
 		return false, invalid("CanAttach: volume spec is nil")
 	}
+	p.feedDriverOf(spec)
 	// The reconciler asks it of every volume every 100 ms: a plain CSI PersistentVolume
 	// passes only its driver's name (kcsi_driver_attach_required), no spec.
 	if pv := spec.PersistentVolume; pv != nil && pv.Spec.CSI != nil && spec.Volume == nil {
@@ -411,6 +422,7 @@ func (p *Plugin) VerifyExhaustedResource(spec *volume.Spec) bool {
 		klog.ErrorS(err, "Invalid volume spec for CSI")
 		return false
 	}
+	p.feedDriverOf(spec)
 	ok, err := withHead(spec, h.VerifyExhaustedResource)
 	if err != nil {
 		klog.ErrorS(err, "kcsi: VerifyExhaustedResource failed")

@@ -269,6 +269,33 @@ class _HostMethods:
         C function: kcsi_host_csidrivers_synced."""
         return self._invoke('kcsi_host_csidrivers_synced', ())
 
+    @old_names(volumeattachment_json='volumeattachment')
+    def volumeattachment_apply(self, volumeattachment: Json) -> None:
+        """On a controller host made with `"volumeAttachmentsFromHost": true`: a VolumeAttachment
+        (JSON, as the API server serves it) that the program's informer (the attach/detach
+        controller's) added or updated. kcsi then sends no VolumeAttachment list or watch of its
+        own: Attach and Detach wait on, and VolumesAreAttached reads, what the program feeds, so
+        the program feeds the attachment an Attach or Detach waits on while the call runs.
+        `kcsi.FailedPrecondition` on other hosts.
+
+        C function: kcsi_host_volumeattachment_apply."""
+        return self._invoke('kcsi_host_volumeattachment_apply', (volumeattachment,))
+
+    def volumeattachment_delete(self, name: Text) -> None:
+        """On a `"volumeAttachmentsFromHost"` host: the VolumeAttachment `name` is gone.
+        `kcsi.NotFound` when kcsi had no such object (nothing changes).
+
+        C function: kcsi_host_volumeattachment_delete."""
+        return self._invoke('kcsi_host_volumeattachment_delete', (name,))
+
+    def volumeattachments_synced(self) -> None:
+        """On a `"volumeAttachmentsFromHost"` host: the program's informer has synced. Until then
+        kcsi does not trust a VolumeAttachment's absence from what was fed: Attach creates it
+        (AlreadyExists tolerated) and VolumesAreAttached asks the API server.
+
+        C function: kcsi_host_volumeattachments_synced."""
+        return self._invoke('kcsi_host_volumeattachments_synced', ())
+
     @old_names(spec_json='spec')
     def can_device_mount(self, spec: Json) -> bool:
         """Whether the volume is device-mounted (staged): true for PersistentVolumes, false for
