@@ -5,28 +5,29 @@ import "C"
 
 import "context"
 
-// ApplyCSIDriver gives a host made with Config.CSIDriversFromHost a CSIDriver object its
-// program's informer added or updated: a *storagev1.CSIDriver or its JSON (json.RawMessage or
-// []byte). The driver facts and the CSIDriver generation follow at once. Other hosts refuse
-// it with ErrFailedPrecondition.
-func (h *Host) ApplyCSIDriver(csiDriver any) error {
-	const op = "ApplyCSIDriver"
+// The objects a host program feeds kcsi from informers it already runs (Config's
+// CSIDriversFromHost and VolumeAttachmentsFromHost), each kind through three calls.
+
+type (
+	applyFn  func(*C.kcsi_host, *C.char, *C.gk_err) C.kcsi_result
+	deleteFn func(*C.kcsi_host, *C.char, *C.gk_err) C.kcsi_result
+	syncedFn func(*C.kcsi_host, *C.gk_err) C.kcsi_result
+)
+
+func (h *Host) applyFed(op, what string, object any, apply applyFn) error {
 	a := newArgs(op)
 	defer a.done()
-	cJSON := a.json("csiDriver", csiDriver)
+	cJSON := a.json(what, object)
 	if a.err != nil {
 		return a.err
 	}
 	return h.call(context.Background(), op, func(p *C.kcsi_host) error {
 		var e C.gk_err
-		return check(op, C.gk_host_csidriver_apply(p, cJSON, &e), &e)
+		return check(op, apply(p, cJSON, &e), &e)
 	})
 }
 
-// DeleteCSIDriver tells a CSIDriversFromHost host that the CSIDriver name was deleted;
-// ErrNotFound when it had none of that name.
-func (h *Host) DeleteCSIDriver(name string) error {
-	const op = "DeleteCSIDriver"
+func (h *Host) deleteFed(op, name string, del deleteFn) error {
 	a := newArgs(op)
 	defer a.done()
 	cName := a.str("name", name)
@@ -35,7 +36,32 @@ func (h *Host) DeleteCSIDriver(name string) error {
 	}
 	return h.call(context.Background(), op, func(p *C.kcsi_host) error {
 		var e C.gk_err
-		return check(op, C.gk_host_csidriver_delete(p, cName, &e), &e)
+		return check(op, del(p, cName, &e), &e)
+	})
+}
+
+func (h *Host) syncedFed(op string, synced syncedFn) error {
+	return h.call(context.Background(), op, func(p *C.kcsi_host) error {
+		var e C.gk_err
+		return check(op, synced(p, &e), &e)
+	})
+}
+
+// ApplyCSIDriver gives a host made with Config.CSIDriversFromHost a CSIDriver object its
+// program's informer added or updated: a *storagev1.CSIDriver or its JSON (json.RawMessage or
+// []byte). The driver facts and the CSIDriver generation follow at once. Other hosts refuse
+// it with ErrFailedPrecondition.
+func (h *Host) ApplyCSIDriver(csiDriver any) error {
+	return h.applyFed("ApplyCSIDriver", "csiDriver", csiDriver, func(p *C.kcsi_host, j *C.char, e *C.gk_err) C.kcsi_result {
+		return C.gk_host_csidriver_apply(p, j, e)
+	})
+}
+
+// DeleteCSIDriver tells a CSIDriversFromHost host that the CSIDriver name was deleted;
+// ErrNotFound when it had none of that name.
+func (h *Host) DeleteCSIDriver(name string) error {
+	return h.deleteFed("DeleteCSIDriver", name, func(p *C.kcsi_host, n *C.char, e *C.gk_err) C.kcsi_result {
+		return C.gk_host_csidriver_delete(p, n, e)
 	})
 }
 
@@ -43,10 +69,8 @@ func (h *Host) DeleteCSIDriver(name string) error {
 // (every listed CSIDriver applied). Until then a driver-facts lookup waits up to 5 s for it
 // and then fails with a transient ErrUnavailable, as before kcsi's own first list.
 func (h *Host) CSIDriversSynced() error {
-	const op = "CSIDriversSynced"
-	return h.call(context.Background(), op, func(p *C.kcsi_host) error {
-		var e C.gk_err
-		return check(op, C.gk_host_csidrivers_synced(p, &e), &e)
+	return h.syncedFed("CSIDriversSynced", func(p *C.kcsi_host, e *C.gk_err) C.kcsi_result {
+		return C.gk_host_csidrivers_synced(p, e)
 	})
 }
 
@@ -55,41 +79,23 @@ func (h *Host) CSIDriversSynced() error {
 // Attach and Detach wait on, and VolumesAreAttached reads, what is fed. Other hosts refuse
 // it with ErrFailedPrecondition.
 func (h *Host) ApplyVolumeAttachment(volumeAttachment any) error {
-	const op = "ApplyVolumeAttachment"
-	a := newArgs(op)
-	defer a.done()
-	cJSON := a.json("volumeAttachment", volumeAttachment)
-	if a.err != nil {
-		return a.err
-	}
-	return h.call(context.Background(), op, func(p *C.kcsi_host) error {
-		var e C.gk_err
-		return check(op, C.gk_host_volumeattachment_apply(p, cJSON, &e), &e)
+	return h.applyFed("ApplyVolumeAttachment", "volumeAttachment", volumeAttachment, func(p *C.kcsi_host, j *C.char, e *C.gk_err) C.kcsi_result {
+		return C.gk_host_volumeattachment_apply(p, j, e)
 	})
 }
 
 // DeleteVolumeAttachment tells a VolumeAttachmentsFromHost host that the VolumeAttachment
 // name is gone; ErrNotFound when it had none of that name.
 func (h *Host) DeleteVolumeAttachment(name string) error {
-	const op = "DeleteVolumeAttachment"
-	a := newArgs(op)
-	defer a.done()
-	cName := a.str("name", name)
-	if a.err != nil {
-		return a.err
-	}
-	return h.call(context.Background(), op, func(p *C.kcsi_host) error {
-		var e C.gk_err
-		return check(op, C.gk_host_volumeattachment_delete(p, cName, &e), &e)
+	return h.deleteFed("DeleteVolumeAttachment", name, func(p *C.kcsi_host, n *C.char, e *C.gk_err) C.kcsi_result {
+		return C.gk_host_volumeattachment_delete(p, n, e)
 	})
 }
 
 // VolumeAttachmentsSynced tells a VolumeAttachmentsFromHost host that its program's informer
 // has synced: from then on a VolumeAttachment that was not fed is taken as absent.
 func (h *Host) VolumeAttachmentsSynced() error {
-	const op = "VolumeAttachmentsSynced"
-	return h.call(context.Background(), op, func(p *C.kcsi_host) error {
-		var e C.gk_err
-		return check(op, C.gk_host_volumeattachments_synced(p, &e), &e)
+	return h.syncedFed("VolumeAttachmentsSynced", func(p *C.kcsi_host, e *C.gk_err) C.kcsi_result {
+		return C.gk_host_volumeattachments_synced(p, e)
 	})
 }

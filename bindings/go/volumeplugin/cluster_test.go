@@ -70,7 +70,19 @@ func startClusterWithNode(t *testing.T) *cluster {
 // kubelet's or a controller's client is.
 func (c *cluster) clientAs(t *testing.T, user, userAgent string) *clientset.Clientset {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(c.dir, "users", user+".kubeconfig"))
+	return clientFrom(t, filepath.Join(c.dir, "users", user+".kubeconfig"), userAgent)
+}
+
+// clientWithAgent is an administrator's client with its own user agent, which tells its
+// requests apart in the audit log.
+func (c *cluster) clientWithAgent(t *testing.T, userAgent string) *clientset.Clientset {
+	t.Helper()
+	return clientFrom(t, c.kubeconfig, userAgent)
+}
+
+func clientFrom(t *testing.T, kubeconfig, userAgent string) *clientset.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	clientset "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/kubernetes/pkg/volume"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 
@@ -115,20 +113,4 @@ func TestAControllerHostReadsTheControllersListersAndWatchesNothingItself(t *tes
 	if !created || !deleted {
 		t.Errorf("the audit log has the VolumeAttachment created %v and deleted %v by the VolumeHost's client", created, deleted)
 	}
-}
-
-// clientWithAgent is an administrator's client with its own user agent, which tells its
-// requests apart in the audit log.
-func (c *cluster) clientWithAgent(t *testing.T, agent string) *clientset.Clientset {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.UserAgent = agent
-	client, err := clientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
 }
