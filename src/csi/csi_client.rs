@@ -590,14 +590,25 @@ fn connect_failure(status: &Status) -> Option<&ConnectFailed> {
 }
 
 /// The driver closed the connection under the call (it exited): the stream ends with a broken
-/// pipe or an early EOF, which grpc-go reports as "error reading from server: EOF".
+/// pipe or an early EOF, which grpc-go reports as "error reading from server: EOF". A reset is
+/// the same event: the kernel resets a Unix socket whose owner died with data unread, here the
+/// HTTP/2 window updates and pings kcsi's client sends during a long call and upstream's rarely
+/// does, so it is worded as the EOF the kubelet sees with upstream's plugin. hyper may say it
+/// first: the call was canceled because the connection closed.
 fn connection_closed(status: &Status) -> bool {
     let mut source = std::error::Error::source(status);
     while let Some(err) = source {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_canceled() || h.is_closed() || h.is_incomplete_message() {
+                return true;
+            }
+        }
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
             return matches!(
                 io.kind(),
-                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::UnexpectedEof
+                std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
             );
         }
         source = err.source();
