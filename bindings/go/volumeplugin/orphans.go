@@ -268,8 +268,13 @@ func (o *orphans) undo(ctx context.Context, c *orphan) {
 		o.mu.Unlock()
 	}()
 	refs, err := readPublishRefs(o.podsDir, o.devDir)
-	if err != nil || (c.pub == nil && refs.usesStrictly(c.m)) || (c.pub != nil && !refs.isStranded(*c.pub)) {
+	switch {
+	case err != nil || (c.pub == nil && refs.usesStrictly(c.m)):
 		c.unusedSince = time.Time{}
+		return
+	case c.pub != nil && !refs.isStranded(*c.pub):
+		// Gone from disk, or the pod's dir names it again: nothing left for kcsi to undo.
+		done = true
 		return
 	}
 	if c.pub != nil {
