@@ -19,7 +19,8 @@ use kcsi::ffi::error::kcsi_error;
 use kcsi::ffi::host::kcsi_host;
 use kcsi::ffi::queries::{
     kcsi_can_attach, kcsi_host_csidriver_apply, kcsi_host_csidriver_delete,
-    kcsi_host_csidriver_generation, kcsi_host_csidrivers_synced, kcsi_requires_remount,
+    kcsi_host_csidriver_generation, kcsi_host_csidrivers_synced, kcsi_host_volumeattachment_apply,
+    kcsi_requires_remount,
 };
 use kcsi::registration;
 use kcsi::ErrorKind;
@@ -532,6 +533,14 @@ fn only_a_host_made_to_be_fed_takes_csidrivers_from_its_program() {
     );
     let err = call(|e| kcsi_host_csidrivers_synced(host.ptr, e)).unwrap_err();
     assert_eq!(err.result, kcsi::ffi::KCSI_ERR_FAILED_PRECONDITION);
+    let err = call(|e| kcsi_host_volumeattachment_apply(host.ptr, object.as_ptr(), e)).unwrap_err();
+    assert_eq!(err.result, kcsi::ffi::KCSI_ERR_FAILED_PRECONDITION);
+    assert!(
+        err.message
+            .contains("is a node host, which keeps no VolumeAttachment objects"),
+        "{}",
+        err.message
+    );
     let standalone = HostConfig {
         csi_drivers_from_host: true,
         ..HostConfig::node("n", "/tmp/kcsi-x")

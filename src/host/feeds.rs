@@ -13,6 +13,8 @@ struct Fed {
     apply: &'static str,
     delete: &'static str,
     synced: &'static str,
+    /// Only a controller host keeps objects of this kind.
+    controller_only: bool,
 }
 
 const CSIDRIVERS: Fed = Fed {
@@ -20,6 +22,7 @@ const CSIDRIVERS: Fed = Fed {
     apply: "kcsi_host_csidriver_apply",
     delete: "kcsi_host_csidriver_delete",
     synced: "kcsi_host_csidrivers_synced",
+    controller_only: false,
 };
 
 const VOLUME_ATTACHMENTS: Fed = Fed {
@@ -27,6 +30,7 @@ const VOLUME_ATTACHMENTS: Fed = Fed {
     apply: "kcsi_host_volumeattachment_apply",
     delete: "kcsi_host_volumeattachment_delete",
     synced: "kcsi_host_volumeattachments_synced",
+    controller_only: true,
 };
 
 impl Host {
@@ -38,10 +42,12 @@ impl Host {
         call: &str,
     ) -> Result<&'a Feed<K>> {
         feed.ok_or_else(|| {
-            let source = if self.kube.is_some() {
-                format!("lists and watches the {} objects itself", K::kind(&()))
-            } else {
+            let source = if self.kube.is_none() {
                 "runs standalone, with no API server".to_string()
+            } else if kind.controller_only && !self.config().is_controller() {
+                format!("is a node host, which keeps no {} objects", K::kind(&()))
+            } else {
+                format!("lists and watches the {} objects itself", K::kind(&()))
             };
             Error::new(
                 ErrorKind::FailedPrecondition,

@@ -30,7 +30,7 @@ type controllerFeeds struct {
 
 	synced sync.Once
 	mu     sync.Mutex
-	fed    map[string]string // "<kind>/<name>" -> the resourceVersion fed ("": absent)
+	fed    map[string]string // "<kind>/<name>" -> the resourceVersion kcsi holds
 }
 
 // feedEvery is how often a waiting Attach or Detach looks at its VolumeAttachment in the
@@ -104,16 +104,21 @@ func (f *controllerFeeds) feed(key string, obj runtime.Object, err error, apply 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	last, known := f.fed[key]
-	if known && last == version {
-		return
-	}
-	f.fed[key] = version
 	if version == "" {
+		// Only what kcsi was fed needs removing; forgetting it keeps the map to live objects.
+		if !known {
+			return
+		}
+		delete(f.fed, key)
 		if err := remove(name); err != nil && !errors.Is(err, kcsi.ErrNotFound) {
 			klog.ErrorS(err, "kcsi: removing an object gone from the controller's cache failed", "object", key)
 		}
 		return
 	}
+	if known && last == version {
+		return
+	}
+	f.fed[key] = version
 	if err := apply(obj); err != nil {
 		delete(f.fed, key)
 		klog.ErrorS(err, "kcsi: taking an object from the controller's cache failed", "object", key)

@@ -97,6 +97,14 @@ func TestAControllerHostReadsTheControllersListersAndWatchesNothingItself(t *tes
 	if _, err := c.client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{}); err == nil {
 		t.Fatal("the VolumeAttachment is still there after Detach")
 	}
+	// A detached attachment leaves nothing behind: a long-running controller's feeds hold
+	// only live objects.
+	feeds := p.feeds.Load()
+	feeds.mu.Lock()
+	if v, held := feeds.fed["VolumeAttachment/"+name]; held {
+		t.Errorf("the feeds still hold the detached VolumeAttachment %s (resourceVersion %q)", name, v)
+	}
+	feeds.mu.Unlock()
 
 	var created, deleted bool
 	for _, ev := range c.audit(t) {
