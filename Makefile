@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet chaos bench-runtime bench-conformance fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet bench-footprint chaos bench-runtime bench-conformance fuzz install clean
 
 all: build
 
@@ -111,6 +111,12 @@ bench-kubelet: build
 ## (benches/kubelet/fleet).
 bench-fleet: build
 	scripts/bench-fleet.sh
+
+## bench-footprint: the kubelet's and the attach/detach controller's memory with one pod on an
+## attach-required CSI volume, kcsi and upstream's plugin side by side, by mapping (the binary,
+## libkcsi.so, other files, anonymous) and threads (benches/kubelet/footprint).
+bench-footprint: build
+	scripts/bench-footprint.sh
 
 ## bench-runtime: `docker run --rm -v VOL:/data ... true` and the same with `podman run`, on a
 ## kcsi volume vs the runtime's `local` driver vs no volume (RUNS each, default 20): median,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the path of a program of the real-kubelet suite, building it first if needed:
 #   scripts/kubelet-e2e-bin.sh              the kubelet-e2e binary (tests/kubelet/cmd/kubelet-e2e)
-#   scripts/kubelet-e2e-bin.sh pods|fleet   a kubelet benchmark (benches/kubelet/<name>), which
+#   scripts/kubelet-e2e-bin.sh pods|fleet|footprint  a kubelet benchmark (benches/kubelet/<name>), which
 #                                           runs its kubelets through kubelet-e2e
 # Used by scripts/test-kubelet.sh, scripts/bench-kubelet.sh and scripts/bench-fleet.sh, which
 # set PKG_CONFIG_PATH and LD_LIBRARY_PATH to the installed library first. kubelet-e2e links
@@ -18,8 +18,8 @@ source scripts/peers/versions.sh   # GOTOOLCHAIN, KCSI_GO, KCSI_GO_VERSION, KCSI
 prog=${1:-kubelet-e2e}
 case $prog in
   kubelet-e2e) module=tests/kubelet pkg=./cmd/kubelet-e2e ;;
-  pods|fleet) module=benches/kubelet pkg=./$prog ;;
-  *) echo "kubelet-e2e-bin.sh: no program $prog (want kubelet-e2e, pods or fleet)" >&2; exit 2 ;;
+  pods|fleet|footprint) module=benches/kubelet pkg=./$prog ;;
+  *) echo "kubelet-e2e-bin.sh: no program $prog (want kubelet-e2e, pods, fleet or footprint)" >&2; exit 2 ;;
 esac
 key=$( { find tests/kubelet benches/kubelet -name '*.go' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs cat
          cat bindings/go/volumeplugin/go.mod bindings/go/volumeplugin/*.go \

@@ -8,8 +8,10 @@
 # a short chaos run (kubelet-e2e chaos, kcsi only: KCSI_KUBELET_CHAOS kills, default 20, 0 skips
 # it; seed 2, KCSI_KUBELET_CHAOS_SEED sets another; the full run beside upstream is
 # `make chaos`, scripts/chaos.sh); then a short run of the pods benchmark
-# (scripts/bench-kubelet.sh, benches/kubelet/pods).
+# (scripts/bench-kubelet.sh, benches/kubelet/pods) and of the memory one
+# (scripts/bench-footprint.sh, benches/kubelet/footprint; `make bench-footprint` reads a minute).
 #   KCSI_KUBELET_BENCH=<n,..> pods in the start/teardown benchmark (default 32; 0 skips it)
+#   KCSI_KUBELET_FOOTPRINT=0  skip the memory benchmark
 #   KCSI_KUBELET_GO_TESTS=0   skip the volumeplugin package's and the suite's Go unit tests (and vets)
 #   KCSI_KUBELET_ARGS=<args>  extra arguments for `kubelet-e2e run` (e.g. -scenarios a,b -keep)
 # The e2e binary links the whole kubelet (~2 min on 2 cores at first, after the peers):
@@ -50,5 +52,8 @@ if [ "${KCSI_KUBELET_CHAOS:-20}" != 0 ]; then
   echo "--- kubelet-e2e chaos took $((SECONDS - start)) s"
 fi
 scripts/bench-kubelet.sh || failed+=(bench-kubelet)
+if [ "${KCSI_KUBELET_FOOTPRINT:-1}" != 0 ]; then
+  KCSI_FOOTPRINT_ARGS=${KCSI_FOOTPRINT_ARGS:--steady 10s -every 5s} scripts/bench-footprint.sh || failed+=(bench-footprint)
+fi
 echo "kubelet: ${failed[*]:+FAILED: ${failed[*]}}${failed[*]:-ok}"
 [ ${#failed[@]} -eq 0 ]

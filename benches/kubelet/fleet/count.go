@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -100,38 +99,6 @@ func byClient(c string) func(request) bool { return func(r request) bool { retur
 func byVerb(v string) func(request) bool { return func(r request) bool { return r.verb == v } }
 
 func failed(r request) bool { return r.failed }
-
-// memory reads a process's RSS and the part of it in libkcsi.so's pages (its code and static
-// data; the upstream kubelet links it too but never calls it). The Rust heap cannot be told
-// apart from Go's in smaps (Go 1.26 places its heap at a random address), so the rest of
-// kcsi's share shows only as the difference to the upstream kubelet.
-func memory(pid int) (rss, lib int64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	inLib := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			continue
-		}
-		if strings.Contains(fields[0], "-") && len(fields) >= 5 {
-			inLib = len(fields) >= 6 && strings.Contains(fields[5], "libkcsi")
-			continue
-		}
-		if fields[0] == "Rss:" && len(fields) >= 2 {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			rss += kb << 10
-			if inLib {
-				lib += kb << 10
-			}
-		}
-	}
-	return rss, lib
-}
 
 // connections counts a process's established TCP connections to port on 127.0.0.1: its
 // sockets' inodes matched against /proc/net/tcp.
