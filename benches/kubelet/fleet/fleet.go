@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"kcsi.dev/kcsi/benches/kubelet/benchsuite"
 	"kcsi.dev/kcsi/benches/kubelet/procmem"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
@@ -49,9 +49,7 @@ type fleetResult struct {
 // runFleet runs each selected plugin's fleet in turn and prints the figures.
 func runFleet(args []string) error {
 	fs := flag.NewFlagSet("fleet", flag.ExitOnError)
-	repo := fs.String("repo", ".", "the kcsi repository (for scripts/peers)")
-	e2e := fs.String("e2e", "", "the kubelet-e2e binary, which runs the kubelets (scripts/kubelet-e2e-bin.sh)")
-	work := fs.String("work", "", "work directory (default: a new one under /tmp)")
+	common := benchsuite.Register(fs)
 	count := fs.Int("nodes", 20, "hollow nodes per plugin")
 	plugin := fs.String("plugin", "both", "kcsi, upstream or both")
 	o := fleetOpts{}
@@ -59,27 +57,19 @@ func runFleet(args []string) error {
 	fs.DurationVar(&o.rest, "rest", 6*time.Minute, "the window at rest (kcsi's watch renews every 290 s, the kubelet's every 5-10 min)")
 	fs.DurationVar(&o.down, "down", 10*time.Second, "how long the API server is stopped")
 	fs.DurationVar(&o.after, "after", time.Minute, "the window counted after the API server is back")
-	keep := fs.Bool("keep", false, "keep the work directory")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if *e2e == "" {
-		return fmt.Errorf("-e2e is required")
 	}
 	o.nodes = *count
 	selected := observe.Plugins
 	if *plugin != "both" {
 		selected = []string{*plugin}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	s, err := cluster.NewSuite(*repo, *work, "kcsi-fleet.", *e2e)
+	ctx, s, done, err := common.Start("kcsi-fleet.")
 	if err != nil {
 		return err
 	}
-	if !*keep {
-		defer s.RemoveWork()
-	}
+	defer done()
 	results := map[string]*fleetResult{}
 	for _, p := range selected {
 		r, err := runPluginFleet(ctx, s, p, o)

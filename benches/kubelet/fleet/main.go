@@ -9,14 +9,6 @@
 //	fleet -repo DIR -e2e BIN [-nodes N] [-plugin kcsi|upstream|both] [-rest D] [-keep]
 package main
 
-import (
-	"fmt"
-	"os"
-)
+import "kcsi.dev/kcsi/benches/kubelet/benchsuite"
 
-func main() {
-	if err := runFleet(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "fleet:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchsuite.Main("fleet", runFleet) }

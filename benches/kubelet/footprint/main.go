@@ -12,52 +12,29 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
+	"kcsi.dev/kcsi/benches/kubelet/benchsuite"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "footprint:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchsuite.Main("footprint", run) }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("footprint", flag.ExitOnError)
-	repo := fs.String("repo", ".", "the kcsi repository (for scripts/peers)")
-	e2e := fs.String("e2e", "", "the kubelet-e2e binary, which runs the kubelets and controllers (scripts/kubelet-e2e-bin.sh)")
-	work := fs.String("work", "", "work directory (default: a new one under /tmp)")
+	common := benchsuite.Register(fs)
 	steady := fs.Duration("steady", time.Minute, "how long the pod runs while the processes are read")
 	every := fs.Duration("every", 10*time.Second, "how often the processes are read")
-	keep := fs.Bool("keep", false, "keep the work directory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *e2e == "" {
-		return fmt.Errorf("-e2e is required")
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("the kubelet and the drivers mount volumes and loop devices: run as root")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	s, err := cluster.NewSuite(*repo, *work, "kcsi-bench-footprint.", *e2e)
+	ctx, s, done, err := common.Start("kcsi-bench-footprint.")
 	if err != nil {
 		return err
 	}
-	if !*keep {
-		defer s.RemoveWork()
-	}
+	defer done()
 	stopAPI, err := s.StartCluster(ctx, false, true)
 	if err != nil {
 		return err

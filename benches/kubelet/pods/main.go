@@ -10,60 +10,38 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
+	"kcsi.dev/kcsi/benches/kubelet/benchsuite"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/cluster"
 	"kcsi.dev/kcsi/tests/kubelet/pkg/observe"
 )
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "pods:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchsuite.Main("pods", run) }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("pods", flag.ExitOnError)
-	repo := fs.String("repo", ".", "the kcsi repository (for scripts/peers)")
-	e2e := fs.String("e2e", "", "the kubelet-e2e binary, which runs the kubelets and controllers (scripts/kubelet-e2e-bin.sh)")
-	work := fs.String("work", "", "work directory (default: a new one under /tmp)")
+	common := benchsuite.Register(fs)
 	bench := fs.String("bench", "32", "pods per benchmark, comma-separated counts")
 	rounds := fs.Int("bench-rounds", 1, "rounds of the filesystem and block benchmarks, the plugins in ABBA order")
 	volumes := fs.String("bench-volumes", "fs", "volume kinds of the ABBA benchmarks: fs, block")
 	benchAttach := fs.Bool("bench-attach", true, "also the attach-required benchmark, once per plugin")
 	apiQPS := fs.Int("kubelet-api-qps", 0, "the kubelet's kubeAPIQPS, burst twice that (0: its defaults, 50 and 100)")
-	keep := fs.Bool("keep", false, "keep the work directory")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if *e2e == "" {
-		return fmt.Errorf("-e2e is required")
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("the kubelet and the drivers mount volumes and loop devices: run as root")
 	}
 	counts, err := benchCounts(*bench)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	s, err := cluster.NewSuite(*repo, *work, "kcsi-bench-pods.", *e2e)
+	ctx, s, done, err := common.Start("kcsi-bench-pods.")
 	if err != nil {
 		return err
 	}
-	if !*keep {
-		defer s.RemoveWork()
-	}
+	defer done()
 	started := time.Now()
 	stopAPI, err := s.StartCluster(ctx, false, false)
 	if err != nil {
