@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 RELEASE := target/release
 TOOLS = $(shell scripts/tools.sh)
 
-.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet bench-footprint chaos bench-runtime bench-conformance fuzz install clean
+.PHONY: all build header check-header peers demo test lint test-rust test-python test-c test-go bench bench-upstream bench-kubelet bench-fleet bench-footprint hot-symbols chaos bench-runtime bench-conformance fuzz install clean
 
 all: build
 
@@ -117,6 +117,11 @@ bench-fleet: build
 ## libkcsi.so, other files, anonymous) and threads (benches/kubelet/footprint).
 bench-footprint: build
 	scripts/bench-footprint.sh
+
+## hot-symbols: regenerate link/hot-symbols.txt, the functions the kubelet and the controller
+## run, which the library's link lays out together (scripts/hot-symbols.sh; root, ~6 min).
+hot-symbols: build
+	scripts/hot-symbols.sh
 
 ## bench-runtime: `docker run --rm -v VOL:/data ... true` and the same with `podman run`, on a
 ## kcsi volume vs the runtime's `local` driver vs no volume (RUNS each, default 20): median,
