@@ -72,7 +72,7 @@ fn open_error(what: &str, e: &std::io::Error) -> Error {
 /// client-go and kube accept.
 fn decode(bytes: &[u8]) -> std::result::Result<String, String> {
     let utf16 = |rest: &[u8], order: &str, word: fn([u8; 2]) -> u16| {
-        if rest.len() % 2 != 0 {
+        if !rest.len().is_multiple_of(2) {
             return Err(format!("it starts with a UTF-16 {order} byte-order mark but has an odd number of bytes ({})", rest.len() + 2));
         }
         let units: Vec<u16> = rest.chunks_exact(2).map(|c| word([c[0], c[1]])).collect();
