@@ -51,11 +51,11 @@ func measure(ctx context.Context, s *cluster.Suite, plugin string, steady, every
 		if err != nil {
 			return nil, fmt.Errorf("reading the kubelet: %w", err)
 		}
-		c, err := procmem.Read(n.Attach.Controller.Process.Pid)
+		ctl, err := procmem.Read(n.Attach.Controller.Process.Pid)
 		if err != nil {
 			return nil, fmt.Errorf("reading the attach/detach controller: %w", err)
 		}
-		r.kubelet, r.controller = append(r.kubelet, k), append(r.controller, c)
+		r.kubelet, r.controller = append(r.kubelet, k), append(r.controller, ctl)
 		if !time.Now().Before(end) {
 			break
 		}
