@@ -119,7 +119,7 @@ bench-footprint: build
 	scripts/bench-footprint.sh
 
 ## hot-symbols: regenerate link/hot-symbols.txt, the functions the kubelet and the controller
-## run, which the library's link lays out together (scripts/hot-symbols.sh; root, ~6 min).
+## run, which the library's link lays out together (scripts/hot-symbols.sh; root, 15 to 20 min).
 hot-symbols: build
 	scripts/hot-symbols.sh
 
