@@ -56,7 +56,7 @@ pub fn read(path: &Path) -> Result<Kubeconfig> {
 }
 
 /// Parses a kubeconfig document (YAML or JSON) that `what` names in errors. JSON, which the
-/// Go binding hands over for its relay, is read as JSON: the YAML parser (a fifth of the
+/// Go binding hands over for its relay, is read as JSON: the YAML parser (a tenth of the
 /// code a kubelet runs in kcsi) then never runs there, and stays out of its resident memory.
 /// A document that is YAML after all (a flow mapping is not always JSON) is read as YAML.
 pub fn parse(what: &str, text: &str) -> Result<Kubeconfig> {
