@@ -90,14 +90,40 @@ pub fn handle() -> Result<Handle> {
     Ok(global()?.runtime.handle().clone())
 }
 
-/// Runs `fut` to completion from a host thread. Refused on a runtime thread (e.g. inside a log
-/// callback), where blocking would deadlock or panic.
-pub fn block_on<F: Future>(fut: F) -> Result<F::Output> {
+/// Runs the future `make` returns to completion from a host thread, which waits. Refused on a
+/// runtime thread (e.g. inside a log callback), where blocking would deadlock or panic.
+///
+/// The future is made and polled on a thread of the runtime's blocking pool, not on the
+/// caller's: a Go host's threads never exit, so every one of them that held a kcsi operation's
+/// future (tens of KiB) or polled it would keep the stack pages and the malloc arena it touched
+/// for the process's life, while the pool's idle threads exit and its arenas are reused. As on
+/// the caller's thread, each call has a thread of its own, so a syscall that hangs (a dead NFS
+/// server) holds only its own call, never the runtime's workers.
+pub fn block_on<M, F>(make: M) -> Result<F::Output>
+where
+    M: FnOnce() -> F + Send,
+    F: Future,
+    F::Output: Send + 'static,
+{
     if Handle::try_current().is_ok() {
         return Err(Error::invalid(
             "a blocking kcsi call was made from inside kcsi's runtime (for example from a log \
              callback); call it from another thread",
         ));
     }
-    Ok(global()?.runtime.block_on(fut))
+    let g = global()?;
+    let handle = g.runtime.handle().clone();
+    let run: Box<dyn FnOnce() -> F::Output + Send + '_> = Box::new(move || handle.block_on(make()));
+    // SAFETY: only the borrow's lifetime is erased. This function does not return (nor unwind)
+    // before the pool thread has finished with `make` and its future, dropping them: `block_on`
+    // of the join handle below waits for the closure's end, and the runtime, a static, never
+    // shuts down and so never abandons a running blocking task.
+    let run: Box<dyn FnOnce() -> F::Output + Send + 'static> = unsafe { std::mem::transmute(run) };
+    match g.runtime.block_on(g.runtime.spawn_blocking(run)) {
+        Ok(output) => Ok(output),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(Error::internal(format!(
+            "a kcsi operation's thread ended: {e}"
+        ))),
+    }
 }

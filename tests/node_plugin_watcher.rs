@@ -237,10 +237,10 @@ fn driver_restarted_behind_a_running_registrar_stays_registered_and_usable() {
     driver.restart();
     assert_eq!(w.listed(), ["hostpath.csi.k8s.io"]);
     let d = w.host.driver("hostpath.csi.k8s.io").unwrap();
-    let info = kcsi::block_on(
+    let info = kcsi::block_on(|| {
         d.client
-            .node_get_info(tokio::time::Instant::now() + Duration::from_secs(10)),
-    )
+            .node_get_info(tokio::time::Instant::now() + Duration::from_secs(10))
+    })
     .unwrap()
     .expect("NodeGetInfo through the restarted driver");
     assert_eq!(info.node_id, "node-drv");

@@ -48,14 +48,8 @@ fn register(
     endpoint: &str,
     versions: &[&str],
 ) -> kcsi::Result<kcsi::NodeInfo> {
-    kcsi::block_on(registration::register(
-        host,
-        name,
-        endpoint,
-        &v(versions),
-        None,
-    ))
-    .unwrap()
+    let versions = v(versions);
+    kcsi::block_on(|| registration::register(host, name, endpoint, &versions, None)).unwrap()
 }
 
 #[test]
@@ -72,11 +66,11 @@ fn register_lists_node_info_and_deregister_removes_it() {
     assert_eq!(d["nodeId"], "node-a");
     assert_eq!(d["maxVolumesPerNode"], 7);
     assert_eq!(d["topology"]["topology.hostpath.csi/node"], "node-a");
-    kcsi::block_on(registration::deregister(&host, DRIVER))
+    kcsi::block_on(|| registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap();
     assert!(driver_names(&host).is_empty());
-    let again = kcsi::block_on(registration::deregister(&host, DRIVER))
+    let again = kcsi::block_on(|| registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap_err();
     assert_eq!(again.kind(), ErrorKind::NotFound);
@@ -195,13 +189,16 @@ fn register_times_out_on_a_socket_that_never_answers() {
     let _silent_listener = UnixListener::bind(&path).unwrap();
     let (_root, host) = host("node-a");
     let start = Instant::now();
-    let err = kcsi::block_on(registration::register(
-        &host,
-        DRIVER,
-        path.to_str().unwrap(),
-        &v(&["1.0.0"]),
-        Some(Duration::from_millis(300)),
-    ))
+    let versions = v(&["1.0.0"]);
+    let err = kcsi::block_on(|| {
+        registration::register(
+            &host,
+            DRIVER,
+            path.to_str().unwrap(),
+            &versions,
+            Some(Duration::from_millis(300)),
+        )
+    })
     .unwrap()
     .unwrap_err();
     let took = start.elapsed();
@@ -286,7 +283,7 @@ fn two_hosts_never_see_each_others_drivers() {
     assert!(driver_names(&h2).is_empty());
     // The same name registers independently on the other host.
     register(&h2, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
-    kcsi::block_on(registration::deregister(&h1, DRIVER))
+    kcsi::block_on(|| registration::deregister(&h1, DRIVER))
         .unwrap()
         .unwrap();
     assert_eq!(driver_names(&h2), vec![DRIVER]);
@@ -298,15 +295,15 @@ fn reregistration_after_driver_restart_uses_a_fresh_connection() {
     let (_root, host) = host("node-a");
     register(&host, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     driver.restart();
-    kcsi::block_on(registration::deregister(&host, DRIVER))
+    kcsi::block_on(|| registration::deregister(&host, DRIVER))
         .unwrap()
         .unwrap();
     register(&host, DRIVER, &driver.endpoint(), &["1.0.0"]).unwrap();
     let d = host.drivers().get(DRIVER).unwrap();
-    let info = kcsi::block_on(
+    let info = kcsi::block_on(|| {
         d.client
-            .node_get_info(tokio::time::Instant::now() + Duration::from_secs(10)),
-    )
+            .node_get_info(tokio::time::Instant::now() + Duration::from_secs(10))
+    })
     .unwrap()
     .unwrap();
     assert_eq!(info.node_id, "node-a");

@@ -227,6 +227,7 @@ where
         + serde::Serialize
         + std::fmt::Debug
         + Send
+        + Sync
         + 'static,
 {
     std::thread::spawn(move || {

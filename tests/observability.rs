@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::CSIDriver;
 use kcsi::ffi::log::kcsi_set_log_callback;
 use kcsi::ffi::mounter::*;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::{json, Value};
 
 const NS: &str = "default";
@@ -46,14 +46,6 @@ unsafe extern "C" fn capture(
 fn set_log(cb: kcsi::ffi::log::kcsi_log_fn, data: *mut c_void, level: i32) {
     let mut err = ptr::null_mut();
     check(kcsi_set_log_callback(cb, data, level, &mut err), err).unwrap();
-}
-
-fn create<K>(api: Api<K>, obj: Value) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(obj).unwrap();
-    run(api.create(&PostParams::default(), &obj)).expect("create object")
 }
 
 /// One sample line of the text format: name, labels, value.

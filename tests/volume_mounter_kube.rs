@@ -14,18 +14,10 @@ use common::DriverProcess;
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kcsi::ffi::KCSI_CLASS_TRANSIENT;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 
 const NS: &str = "default";
-
-fn create<K>(api: Api<K>, obj: Value) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(obj).unwrap();
-    run(api.create(&PostParams::default(), &obj)).expect("create object")
-}
 
 /// Everything one test needs: a Node, the real hostpath driver under its own name with its
 /// CSIDriver, a pod with its service account, and a kcsi host on that node with the driver

@@ -58,7 +58,7 @@ pub extern "C" fn kcsi_attacher_wait_for_attach(
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         out_arg(device_path_out, "device_path_out")?;
         let timeout = timeout_arg(&host, timeout_ms);
-        let name = runtime::block_on(attacher::wait_for_attach(&host, &spec, timeout))??;
+        let name = runtime::block_on(|| attacher::wait_for_attach(&host, &spec, timeout))??;
         write_string(device_path_out, &name);
         Ok(())
     })
@@ -108,7 +108,7 @@ pub extern "C" fn kcsi_attacher_mount_device(
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let path = str_arg(device_mount_path, "device_mount_path")?;
         let args: MountDeviceArgs = opt_json_arg(args_json, "args_json")?;
-        runtime::block_on(attacher::mount_device(&host, &spec, Path::new(path), &args))?
+        runtime::block_on(|| attacher::mount_device(&host, &spec, Path::new(path), &args))?
     })
 }
 
@@ -129,7 +129,7 @@ pub extern "C" fn kcsi_attacher_unmount_device(
         let (host, _) = child_arg(a)?;
         host.node_only(export)?;
         let path = str_arg(device_mount_path, "device_mount_path")?;
-        runtime::block_on(attacher::unmount_device(&host, Path::new(path)))?
+        runtime::block_on(|| attacher::unmount_device(&host, Path::new(path)))?
     })
 }
 
@@ -167,7 +167,7 @@ pub extern "C" fn kcsi_attacher_attach(
         let node = str_arg(node_name, "node_name")?;
         out_arg(attach_id_out, "attach_id_out")?;
         let timeout = timeout_arg(&host, timeout_ms);
-        let name = runtime::block_on(attach_detach::attach(&host, &spec, node, timeout))??;
+        let name = runtime::block_on(|| attach_detach::attach(&host, &spec, node, timeout))??;
         write_string(attach_id_out, &name);
         Ok(())
     })
@@ -192,7 +192,7 @@ pub extern "C" fn kcsi_attacher_detach(
         let volume = str_arg(volume_name, "volume_name")?;
         let node = str_arg(node_name, "node_name")?;
         let timeout = timeout_arg(&host, timeout_ms);
-        runtime::block_on(attach_detach::detach(&host, volume, node, timeout))?
+        runtime::block_on(|| attach_detach::detach(&host, volume, node, timeout))?
     })
 }
 
@@ -238,7 +238,7 @@ pub extern "C" fn kcsi_attacher_volumes_are_attached(
         let node = str_arg(node_name, "node_name")?;
         out_arg(json_out, "json_out")?;
         let attached =
-            runtime::block_on(attach_detach::volumes_are_attached(&host, &specs, node))??;
+            runtime::block_on(|| attach_detach::volumes_are_attached(&host, &specs, node))??;
         write_json(json_out, &attached, "the attachment states")
     })
 }

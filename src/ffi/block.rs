@@ -45,7 +45,7 @@ pub extern "C" fn kcsi_block_mapper_new(
         let spec: VolumeSpec = json_arg(spec_json, "spec_json")?;
         let pod: Pod = json_arg(pod_json, "pod_json")?;
         out_arg(out, "out")?;
-        let mapper = runtime::block_on(BlockMapper::new(&host, spec, pod))??;
+        let mapper = runtime::block_on(|| BlockMapper::new(&host, spec, pod))??;
         write_handle(out, Child::new(&host, mapper));
         Ok(())
     })
@@ -85,7 +85,7 @@ pub extern "C" fn kcsi_block_mapper_set_up_device(
     guard!(err_out, || {
         let (host, mapper) = child_arg(m)?;
         out_arg(staging_path_out, "staging_path_out")?;
-        let staging = runtime::block_on(mapper.value.set_up_device(&host))??;
+        let staging = runtime::block_on(|| mapper.value.set_up_device(&host))??;
         write_string(
             staging_path_out,
             &staging.map(|p| p.display().to_string()).unwrap_or_default(),
@@ -105,7 +105,7 @@ pub extern "C" fn kcsi_block_mapper_map_pod_device(
     guard!(err_out, || {
         let (host, mapper) = child_arg(m)?;
         out_arg(publish_path_out, "publish_path_out")?;
-        let path = runtime::block_on(mapper.value.map_pod_device(&host))??;
+        let path = runtime::block_on(|| mapper.value.map_pod_device(&host))??;
         write_string(publish_path_out, &path.display().to_string());
         Ok(())
     })
@@ -123,7 +123,7 @@ pub extern "C" fn kcsi_block_mapper_metrics(
     guard!(err_out, || {
         let (host, m) = child_arg(m)?;
         out_arg(metrics_json_out, "metrics_json_out")?;
-        let metrics = runtime::block_on(m.value.metrics(&host))??;
+        let metrics = runtime::block_on(|| m.value.metrics(&host))??;
         write_json(metrics_json_out, &metrics, "metrics")
     })
 }
@@ -168,7 +168,7 @@ pub extern "C" fn kcsi_block_unmapper_unmap_pod_device(
 ) -> kcsi_result {
     guard!(err_out, || {
         let (host, unmapper) = child_arg(u)?;
-        runtime::block_on(unmapper.value.unmap_pod_device(&host))?
+        runtime::block_on(|| unmapper.value.unmap_pod_device(&host))?
     })
 }
 
@@ -187,11 +187,11 @@ pub extern "C" fn kcsi_block_unmapper_tear_down_device(
         let (host, unmapper) = child_arg(u)?;
         let map_path = opt_str_arg(global_map_path, "global_map_path")?.unwrap_or("");
         let device = opt_str_arg(device_path, "device_path")?.unwrap_or("");
-        runtime::block_on(
+        runtime::block_on(|| {
             unmapper
                 .value
-                .tear_down_device(&host, Path::new(map_path), device),
-        )?
+                .tear_down_device(&host, Path::new(map_path), device)
+        })?
     })
 }
 

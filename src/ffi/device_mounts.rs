@@ -58,10 +58,6 @@ pub extern "C" fn kcsi_unmount_device_by_handle(
         host.node_only(export)?;
         let driver = str_arg(driver, "driver")?;
         let volume_handle = str_arg(volume_handle, "volume_handle")?;
-        runtime::block_on(attacher::unmount_device_by_handle(
-            &host,
-            driver,
-            volume_handle,
-        ))?
+        runtime::block_on(|| attacher::unmount_device_by_handle(&host, driver, volume_handle))?
     })
 }

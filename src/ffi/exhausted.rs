@@ -29,7 +29,7 @@ pub extern "C" fn kcsi_verify_exhausted_resource(
     guard!(err_out, |export| {
         handle_arg(h)?.node_only(export)?;
         bool_query(node_arg(h), spec_json, out, |node, spec: &VolumeSpec| {
-            runtime::block_on(node_updater::verify_exhausted_resource(node, spec))
+            runtime::block_on(|| node_updater::verify_exhausted_resource(node, spec))
         })
     })
 }

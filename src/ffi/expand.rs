@@ -29,7 +29,7 @@ pub extern "C" fn kcsi_node_expand(
         host.node_only(export)?;
         let opts: ExpandOptions = json_arg(options_json, "options_json")?;
         out_arg(resized_out, "resized_out")?;
-        let resized = runtime::block_on(expander::node_expand(&host, &opts))??;
+        let resized = runtime::block_on(|| expander::node_expand(&host, &opts))??;
         write_value(resized_out, resized);
         Ok(())
     })

@@ -97,7 +97,7 @@ pub extern "C" fn kcsi_mounter_set_up(
     guard!(err_out, || {
         let (host, m) = child_arg(m)?;
         let args: MounterArgs = opt_json_arg(args_json, "args_json")?;
-        runtime::block_on(m.value.set_up(&host, &args))?
+        runtime::block_on(|| m.value.set_up(&host, &args))?
     })
 }
 
@@ -115,7 +115,7 @@ pub extern "C" fn kcsi_mounter_metrics(
     guard!(err_out, || {
         let (host, m) = child_arg(m)?;
         out_arg(metrics_json_out, "metrics_json_out")?;
-        let metrics = runtime::block_on(m.value.metrics(&host))??;
+        let metrics = runtime::block_on(|| m.value.metrics(&host))??;
         write_json(metrics_json_out, &metrics, "metrics")
     })
 }
@@ -163,7 +163,7 @@ pub extern "C" fn kcsi_unmounter_tear_down(
 ) -> kcsi_result {
     guard!(err_out, || {
         let (host, u) = child_arg(u)?;
-        runtime::block_on(u.value.tear_down(&host))?
+        runtime::block_on(|| u.value.tear_down(&host))?
     })
 }
 

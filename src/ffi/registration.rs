@@ -64,10 +64,8 @@ pub extern "C" fn kcsi_register_plugin(
         let node = node_arg(h)?;
         let (name, endpoint, versions) = plugin_args(name, endpoint, versions, versions_len)?;
         let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64));
-        runtime::block_on(registration::register(
-            &node, name, endpoint, &versions, timeout,
-        ))?
-        .map(drop)
+        runtime::block_on(|| registration::register(&node, name, endpoint, &versions, timeout))?
+            .map(drop)
     })
 }
 
@@ -84,7 +82,7 @@ pub extern "C" fn kcsi_deregister_plugin(
         handle_arg(h)?.node_only(export)?;
         let node = node_arg(h)?;
         let name = str_arg(name, "name")?;
-        runtime::block_on(registration::deregister(&node, name))?
+        runtime::block_on(|| registration::deregister(&node, name))?
     })
 }
 

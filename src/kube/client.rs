@@ -56,7 +56,8 @@ impl ApiClient {
         ));
         let requests = Arc::new(AtomicU64::new(0));
         let count = tower::util::MapRequestLayer::new(counting(requests.clone(), telemetry));
-        let client = ::kube::client::ClientBuilder::try_from(config)
+        let client = super::plain_http::builder(&config)
+            .unwrap_or_else(|| ::kube::client::ClientBuilder::try_from(config))
             .map_err(|e| {
                 Error::invalid(format!("cannot build a Kubernetes client from {what}: {e}"))
             })?

@@ -11,6 +11,7 @@ pub mod informer;
 pub mod kubeconfig;
 pub mod node_info;
 pub mod objects;
+mod plain_http;
 pub mod token_manager;
 pub mod volumeattachment_informer;
 

@@ -165,7 +165,7 @@ impl PluginWatcher {
             t.abort();
         }
         if tokio::runtime::Handle::try_current().is_err() {
-            let _ = crate::runtime::block_on(async {
+            let _ = crate::runtime::block_on(|| async {
                 for t in tasks {
                     let _ = t.await;
                 }

@@ -16,8 +16,28 @@ use serde_json::json;
 use crate::{repo, short_tempdir};
 
 /// Runs `fut` on kcsi's runtime (where kcsi's and the test's clients live).
-pub fn run<F: std::future::Future>(fut: F) -> F::Output {
-    kcsi::block_on(fut).expect("kcsi runtime")
+pub fn run<F>(fut: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send + 'static,
+{
+    kcsi::block_on(move || fut).expect("kcsi runtime")
+}
+
+/// Creates `obj` (JSON of a `K`) with the admin client `api`; panics on failure.
+pub fn create<K>(api: Api<K>, obj: serde_json::Value) -> K
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let obj: K = serde_json::from_value(obj).unwrap();
+    run(api.create(&PostParams::default(), &obj)).expect("create object")
 }
 
 /// An admin client for the shared API server.
