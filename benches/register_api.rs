@@ -8,17 +8,13 @@ use kcsi_testkit as common;
 
 use std::time::{Duration, Instant};
 
-use common::apiserver::ApiServer;
+use common::apiserver::{run, ApiServer};
 use common::{short_tempdir, DriverProcess};
 use k8s_openapi::api::core::v1::Node;
 use kcsi::registration;
 use kcsi::ApiClient;
 use kcsi::NodeAgent;
 use kube::api::{Api, PostParams};
-
-fn run<F: std::future::Future>(fut: F) -> F::Output {
-    kcsi::block_on(fut).expect("kcsi runtime")
-}
 
 fn requests(host: &NodeAgent) -> u64 {
     host.status().api_requests.expect("apiRequests")

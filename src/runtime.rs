@@ -93,17 +93,18 @@ pub fn handle() -> Result<Handle> {
 /// Runs the future `make` returns to completion from a host thread, which waits. Refused on a
 /// runtime thread (e.g. inside a log callback), where blocking would deadlock or panic.
 ///
-/// The future is made and polled on a thread of the runtime's blocking pool, not on the
-/// caller's: a Go host's threads never exit, so every one of them that held a kcsi operation's
-/// future (tens of KiB) or polled it would keep the stack pages and the malloc arena it touched
-/// for the process's life, while the pool's idle threads exit and its arenas are reused. As on
-/// the caller's thread, each call has a thread of its own, so a syscall that hangs (a dead NFS
-/// server) holds only its own call, never the runtime's workers.
+/// The future is made and polled on a thread started for the call, not on the caller's: a Go
+/// host's threads never exit, so every one of them that held a kcsi operation's future (tens
+/// of KiB) or polled it would keep the stack pages and the malloc arena it touched for the
+/// process's life, while the call's thread gives its stack back when it ends and its arena
+/// goes to the next thread. As on the caller's thread, each call has a thread of its own, so a
+/// syscall that hangs (a dead NFS server) holds only its own call, never the runtime's workers,
+/// and the blocking pool stays free for the work the call hands it.
 pub fn block_on<M, F>(make: M) -> Result<F::Output>
 where
     M: FnOnce() -> F + Send,
     F: Future,
-    F::Output: Send + 'static,
+    F::Output: Send,
 {
     if Handle::try_current().is_ok() {
         return Err(Error::invalid(
@@ -111,19 +112,60 @@ where
              callback); call it from another thread",
         ));
     }
-    let g = global()?;
-    let handle = g.runtime.handle().clone();
-    let run: Box<dyn FnOnce() -> F::Output + Send + '_> = Box::new(move || handle.block_on(make()));
-    // SAFETY: only the borrow's lifetime is erased. This function does not return (nor unwind)
-    // before the pool thread has finished with `make` and its future, dropping them: `block_on`
-    // of the join handle below waits for the closure's end, and the runtime, a static, never
-    // shuts down and so never abandons a running blocking task.
-    let run: Box<dyn FnOnce() -> F::Output + Send + 'static> = unsafe { std::mem::transmute(run) };
-    match g.runtime.block_on(g.runtime.spawn_blocking(run)) {
-        Ok(output) => Ok(output),
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => Err(Error::internal(format!(
-            "a kcsi operation's thread ended: {e}"
-        ))),
+    let handle = global()?.runtime.handle().clone();
+    std::thread::scope(|scope| {
+        let call = std::thread::Builder::new()
+            .name("kcsi-call".to_string())
+            .spawn_scoped(scope, move || {
+                block_sigpipe();
+                handle.block_on(make())
+            })
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!("cannot start a thread for a kcsi call: {e}"),
+                )
+            })?;
+        match call.join() {
+            Ok(output) => Ok(output),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocking_call_runs_on_a_thread_of_its_own_and_borrows_the_callers_values() {
+        let caller = std::thread::current().id();
+        let words = ["kept".to_string()];
+        let (thread, name, first) = block_on(|| async {
+            let t = std::thread::current();
+            (t.id(), t.name().map(str::to_string), words[0].clone())
+        })
+        .unwrap();
+        assert_ne!(thread, caller);
+        assert_eq!(name.as_deref(), Some("kcsi-call"));
+        assert_eq!(first, "kept");
+    }
+
+    #[test]
+    fn a_panic_in_a_blocking_call_reaches_the_caller() {
+        let caught = std::panic::catch_unwind(|| {
+            block_on(|| async { panic!("driver answer broke an invariant") })
+        })
+        .unwrap_err();
+        assert_eq!(
+            caught.downcast_ref::<&str>().copied(),
+            Some("driver answer broke an invariant")
+        );
+    }
+
+    #[test]
+    fn a_blocking_call_from_a_runtime_thread_is_refused() {
+        let nested = block_on(|| async { block_on(|| async {}).map_err(|e| e.kind()) }).unwrap();
+        assert_eq!(nested, Err(ErrorKind::InvalidArgument));
     }
 }
