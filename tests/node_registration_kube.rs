@@ -215,21 +215,11 @@ fn two_hosts_for_two_nodes_register_concurrently_without_seeing_each_other() {
 /// Another writer of `name`: adds its own annotations by read-modify-write with the
 /// resourceVersion (as `kubectl edit` does), retrying on conflict, until `stop`. Returns how
 /// many it added.
-fn other_writer<K>(
+fn other_writer<K: Object>(
     api: Api<K>,
     name: String,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<usize>
-where
-    K: kube::Resource
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
+) -> std::thread::JoinHandle<usize> {
     std::thread::spawn(move || {
         let mut written = 0;
         while !stop.load(Ordering::SeqCst) {

@@ -2,6 +2,7 @@
 //! admin client, unique node names, and the objects the node info manager works on.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,6 +12,9 @@ use k8s_openapi::api::storage::v1::CSINode;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kcsi::ApiClient;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::json;
 
 use crate::{repo, short_tempdir};
@@ -24,18 +28,19 @@ where
     kcsi::block_on(move || fut).expect("kcsi runtime")
 }
 
-/// Creates `obj` (JSON of a `K`) with the admin client `api`; panics on failure.
-pub fn create<K>(api: Api<K>, obj: serde_json::Value) -> K
-where
-    K: kube::Resource
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+/// An API object the tests write with [`run`] from any thread.
+pub trait Object:
+    Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static
 {
+}
+
+impl<K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static> Object
+    for K
+{
+}
+
+/// Creates `obj` (JSON of a `K`) with the admin client `api`; panics on failure.
+pub fn create<K: Object>(api: Api<K>, obj: serde_json::Value) -> K {
     let obj: K = serde_json::from_value(obj).unwrap();
     run(api.create(&PostParams::default(), &obj)).expect("create object")
 }
