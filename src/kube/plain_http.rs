@@ -6,7 +6,9 @@
 //! system (rustls-platform-verifier's native roots), kept for the client's life: memory and
 //! code a kubelet that never speaks TLS to its relay would carry for nothing. This stack has
 //! kube's layers in kube's order (base URI, retry, authentication, extra headers) over a plain
-//! HTTP/1 connector, and leaves out only TLS and kube's tracing spans.
+//! HTTP/1 connector with kube's connect timeout. It leaves out TLS, kube's tracing spans and
+//! the read and write timeouts kube sets on its connections: every kcsi API call has a
+//! deadline of its own (`client::call`).
 
 use ::kube::client::{Body, ClientBuilder, ConfigExt, DynBody};
 use ::kube::Config;
