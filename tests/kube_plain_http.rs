@@ -3,12 +3,9 @@
 //! certificate, where kube's TLS stack refuses a kubeconfig without a CA. Its own process
 //! (one test), since it points the system's certificate store at nothing for the whole process.
 
-use std::ffi::{CStr, CString};
-use std::ptr;
-
-use kcsi::ffi::error::{kcsi_error, kcsi_error_free, kcsi_error_message};
-use kcsi::ffi::host::{kcsi_host, kcsi_host_free, kcsi_host_new};
-use kcsi::ffi::KCSI_OK;
+use kcsi::ffi::host::{kcsi_host_free, kcsi_host_new};
+use kcsi_testkit::capi::{call, cstr};
+use kcsi_testkit::short_tempdir;
 use serde_json::json;
 
 /// `kcsi_host_new` with an in-memory kubeconfig for `server`: the error message, or "" when a
@@ -20,23 +17,20 @@ fn host_new(server: &str) -> String {
         "users": [{"name": "u", "user": {}}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
     });
-    let config = CString::new(
-        json!({"nodeName": "plain-node", "rootDir": "/tmp/kcsi-plain-http-test",
-               "kubeconfigData": kubeconfig.to_string()})
+    let root = short_tempdir("kcsi-plain-http");
+    let config = cstr(
+        &json!({"nodeName": "plain-node", "rootDir": root.path(),
+                "kubeconfigData": kubeconfig.to_string()})
         .to_string(),
-    )
-    .unwrap();
-    let mut host: *mut kcsi_host = ptr::null_mut();
-    let mut err: *mut kcsi_error = ptr::null_mut();
-    if kcsi_host_new(config.as_ptr(), &mut host, &mut err) == KCSI_OK {
-        kcsi_host_free(host);
-        return String::new();
+    );
+    let mut host = std::ptr::null_mut();
+    match call(|err| kcsi_host_new(config.as_ptr(), &mut host, err)) {
+        Ok(()) => {
+            kcsi_host_free(host);
+            String::new()
+        }
+        Err(e) => e.message,
     }
-    let message = unsafe { CStr::from_ptr(kcsi_error_message(err)) }
-        .to_string_lossy()
-        .into_owned();
-    kcsi_error_free(err);
-    message
 }
 
 #[test]
