@@ -234,3 +234,14 @@ func TestARequestInOneSetAloneIsAllowedOnlyForItsSide(t *testing.T) {
 		}
 	}
 }
+
+func TestAReportNamesTheLinesOnlyOnePluginHasBeforeTheFullLists(t *testing.T) {
+	got := aloneLines([]string{"a", "b", "c"}, []string{"b", "c", "d"})
+	want := "    kcsi alone: a\n    upstream alone: d\n"
+	if got != want {
+		t.Fatalf("aloneLines = %q, want %q", got, want)
+	}
+	if got := aloneLines([]string{"1"}, []string{"2"}); got != "" {
+		t.Fatalf("a single-line value needs no alone lines, got %q", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -59,7 +60,7 @@ func Report(scenarios []string, obs map[string]map[string]*Observation, errs map
 				}
 				continue
 			}
-			block := fmt.Sprintf("  %s\n    kcsi:\n%s\n    upstream:\n%s", key, indent(k.values[key]), indent(u.values[key]))
+			block := fmt.Sprintf("  %s\n%s    kcsi:\n%s\n    upstream:\n%s", key, aloneLines(k.values[key], u.values[key]), indent(k.values[key]), indent(u.values[key]))
 			if reason, ok := allowedDifference(key, k.values[key], u.values[key]); ok {
 				infos = append(infos, block+"\n    allowed: "+reason)
 			} else if notCompared(key) {
@@ -97,6 +98,26 @@ func Report(scenarios []string, obs map[string]map[string]*Observation, errs map
 		}
 	}
 	return failed
+}
+
+// aloneLines names the lines of a multi-line value only one plugin has, first, so the few
+// lines of a report a CI log shows around "FAILED" hold the difference itself.
+func aloneLines(kcsi, upstream []string) string {
+	if len(kcsi) < 2 && len(upstream) < 2 {
+		return ""
+	}
+	var b strings.Builder
+	for _, side := range []struct {
+		name         string
+		lines, other []string
+	}{{"kcsi", kcsi, upstream}, {"upstream", upstream, kcsi}} {
+		for _, l := range side.lines {
+			if !slices.Contains(side.other, l) {
+				fmt.Fprintf(&b, "    %s alone: %s\n", side.name, l)
+			}
+		}
+	}
+	return b.String()
 }
 
 // notCompared: an "info: " key, or a check only kcsi's run must pass (CheckKcsi).
