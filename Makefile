@@ -119,7 +119,8 @@ bench-footprint: build
 	scripts/bench-footprint.sh
 
 ## hot-symbols: regenerate link/hot-symbols.txt, the functions the kubelet and the controller
-## run, which the library's link lays out together (scripts/hot-symbols.sh; root, 15 to 20 min).
+## run, which the library's link lays out together, and refine it twice (scripts/hot-symbols.sh;
+## root, about 35 min).
 hot-symbols: build
 	scripts/hot-symbols.sh
 
