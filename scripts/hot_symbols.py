@@ -60,15 +60,16 @@ def functions(lib):
 
 
 def ran_by(kubelet, controller):
-    """name -> the group of the processes that ran it, for each function on a cached page."""
+    """name -> the group of the processes that ran it, for each function on a cached page;
+    and how many functions the build has."""
     pages = {"kubelet": cached(kubelet), "controller": cached(controller)}
-    ran = {}
-    for start, length, name in functions(kubelet):
+    ran, funcs = {}, functions(kubelet)
+    for start, length, name in funcs:
         span = range(start // 4096, (start + length - 1) // 4096 + 1)
         by = [role for role, cache in pages.items() if any(pg in cache for pg in span)]
         if by:
             ran[name] = "both" if len(by) == 2 else by[0]
-    return ran
+    return ran, len(funcs)
 
 
 def read_list(path):
@@ -92,11 +93,11 @@ def write_list(path, groups):
 
 def main():
     mode, kubelet, controller, listing = sys.argv[1:]
-    ran = ran_by(kubelet, controller)  # in address order
+    ran, total = ran_by(kubelet, controller)  # in address order
     if mode == "collect":
         groups = {g: [n for n, r in ran.items() if r == g] for g in GROUPS}
         write_list(listing, groups)
-        print(f"hot-symbols: of {len(functions(kubelet))} functions, {len(groups['both'])} ran in both processes, "
+        print(f"hot-symbols: of {total} functions, {len(groups['both'])} ran in both processes, "
               f"{len(groups['kubelet'])} in the kubelet only, {len(groups['controller'])} in the controller only; "
               f"listed in {listing}")
         return
