@@ -36,10 +36,9 @@
  * free(3).
  *
  * THREADS. Every function may be called from any thread, concurrently. Calls that talk to a
- * driver or the API server run on one process-wide runtime, started on first use, each on a
- * thread kcsi starts for the call, and block the calling thread for at most the host's
- * timeout ("timeoutSeconds", default 120 s) or the call's own timeout_ms where it takes one;
- * the other calls do not wait on the network. A
+ * driver or the API server run on one process-wide runtime, started on first use, and block
+ * the calling thread for at most the host's timeout ("timeoutSeconds", default 120 s) or the
+ * call's own timeout_ms where it takes one; the other calls do not wait on the network. A
  * blocking call made on one of kcsi's own threads (from a log callback) fails with
  * KCSI_ERR_INVALID_ARGUMENT instead of deadlocking. kcsi blocks SIGPIPE on its own threads
  * and installs no signal handler. In a child after fork() without exec, blocking calls fail
