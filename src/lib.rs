@@ -25,6 +25,7 @@ macro_rules! csi_log {
     };
 }
 
+mod code_pages;
 mod config;
 mod csi;
 mod disk;

@@ -1,5 +1,6 @@
 //! The one process-wide piece of state: a lazily started multi-thread tokio runtime that every
-//! host shares. Blocking entry points run their futures on it from the caller's thread.
+//! host shares. Blocking entry points run their futures on it from the caller's thread, and
+//! what their calls leave mapped is given back once they are done.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,7 +9,13 @@ use std::time::Duration;
 
 use tokio::runtime::{Handle, Runtime};
 
+use crate::code_pages;
 use crate::error::{Error, ErrorKind, Result};
+
+/// How long after a blocking call kcsi gives back the library pages and the free heap pages the
+/// calls since the last time left mapped: calls come in bursts (a pod's volumes mounted), and
+/// the next burst maps back only the code it runs.
+const RELEASE_AFTER_CALLS: Duration = Duration::from_secs(10);
 
 struct Global {
     runtime: Runtime,
@@ -16,6 +23,8 @@ struct Global {
     pid: u32,
     /// A [`release_memory_soon`] is pending.
     trim_pending: AtomicBool,
+    /// A release after blocking calls is pending.
+    calls_release_pending: AtomicBool,
 }
 
 static GLOBAL: OnceLock<std::result::Result<Global, String>> = OnceLock::new();
@@ -33,6 +42,7 @@ fn global() -> Result<&'static Global> {
                 runtime,
                 pid: std::process::id(),
                 trim_pending: AtomicBool::new(false),
+                calls_release_pending: AtomicBool::new(false),
             })
             .map_err(|e| format!("cannot start the kcsi runtime: {e}"))
     });
@@ -68,21 +78,42 @@ fn block_sigpipe() {
 /// Gives memory freed by closed connections back to the OS a moment later. glibc keeps freed
 /// chunks in its arenas, so a node agent whose thousand idle driver connections were closed
 /// would keep their RSS; `malloc_trim` releases the free pages. Requests within a second
-/// coalesce into one trim. Elsewhere than on glibc it does nothing.
+/// coalesce into one trim.
 pub fn release_memory_soon() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if let Ok(g) = global() {
-        if !g.trim_pending.swap(true, Ordering::AcqRel) {
-            g.runtime.spawn(async {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                if let Ok(g) = global() {
-                    g.trim_pending.store(false, Ordering::Release);
-                }
-                // SAFETY: malloc_trim only walks and releases the allocator's free memory.
-                let _ = tokio::task::spawn_blocking(|| unsafe { libc::malloc_trim(0) }).await;
-            });
-        }
+        release_later(g, &g.trim_pending, Duration::from_secs(1), trim_heap);
     }
+}
+
+/// Runs `release` `after` from now, unless one is pending on `pending`. It runs on a runtime
+/// thread: a few quick syscalls, where a thread of its own would map its code and stack anew
+/// each time.
+fn release_later(g: &'static Global, pending: &'static AtomicBool, after: Duration, release: fn()) {
+    if !pending.swap(true, Ordering::AcqRel) {
+        g.runtime.spawn(async move {
+            tokio::time::sleep(after).await;
+            pending.store(false, Ordering::Release);
+            release();
+        });
+    }
+}
+
+/// The free pages of glibc's heaps back to the OS; elsewhere than on glibc nothing.
+fn trim_heap() {
+    // SAFETY: malloc_trim only walks and releases the allocator's free memory.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// What blocking calls left mapped: libkcsi.so's pages and the heaps' free pages.
+fn release_after_calls() {
+    match code_pages::release() {
+        Ok(bytes) => tracing::debug!("Released {} KiB of kcsi's library pages", bytes / 1024),
+        Err(e) => tracing::debug!("Cannot release kcsi's library pages: {e}"),
+    }
+    trim_heap();
 }
 
 /// A handle to the runtime, for spawning background work.
@@ -109,7 +140,15 @@ where
              callback); call it from another thread",
         ));
     }
-    Ok(global()?.runtime.block_on(make()))
+    let g = global()?;
+    let output = g.runtime.block_on(make());
+    release_later(
+        g,
+        &g.calls_release_pending,
+        RELEASE_AFTER_CALLS,
+        release_after_calls,
+    );
+    Ok(output)
 }
 
 #[cfg(test)]
