@@ -21,14 +21,18 @@
 #   4. mincore(2) reads which pages of each copy are cached: every function on one of them
 #      ran in that process (scripts/hot_symbols.py). (std's and ring's precompiled code keep
 #      their own alignment: every function on a page that ran is listed.) The list holds the
-#      functions both ran, then the kubelet's own, then the controller's own, each group under a
+#      functions both ran, the kubelet's own and the controller's own, each group under a
 #      comment line, so that each process's code is contiguous.
 #   5. Refining, twice (KCSI_HOT_PASSES): the release build, ordered by the list, runs the same
 #      way once; every function on a page it ran outside the list joins it, and a listed one
 #      another process ran changes group. Runs differ (a pooled connection reused or opened
 #      anew, a request retried), and each function a list misses costs the release build a
-#      64 KiB window; here it costs the list at most the page it shares.
-# `scripts/hot-symbols.sh refine` refines the committed list without collecting anew (about 7 min
+#      64 KiB window; here it costs the list at most the page it shares. The run also sees what
+#      runs while the pod just runs (footprint_steady below): kcsi unmaps its code 10 s after
+#      its calls (src/code_pages.rs), and what runs next maps back 64 KiB around each page, so
+#      that code gets groups of its own in the middle of the list ("kubelet steady", "both
+#      steady", "controller steady"), each process's steady code contiguous within its code.
+# `scripts/hot-symbols.sh refine` refines the committed list without collecting anew (about 9 min
 # a pass). A listed name the next build no longer has (changed code, another rustc) is skipped by
 # the linker; any change of dependencies or features renames every function (the hash in each
 # symbol), so collect anew then. `make bench-footprint` shows the effect. Needs root.
@@ -79,7 +83,33 @@ exec "$E2E" "\$@"
 WRAP
 chmod +x "$out/e2e"
 footprint() {
-  "$FOOTPRINT" -repo "$REPO" -e2e "$out/e2e" -steady 60s -every 30s
+  "$FOOTPRINT" -repo "$REPO" -e2e "$out/e2e" -steady "${1:-60s}" -every 30s
+}
+# The same run, seeing what runs while the pod just runs: 20 s after the pod is Running, the
+# copies' cached pages are saved (<role>.before), then unmapped from their process and evicted;
+# 65 s later (the kubelet reads a volume's stats every minute) what is cached again is what ran
+# since (<role>.steady), a page at a time.
+footprint_steady() {
+  local log=$out/footprint.log snaps=$out/snapshots
+  rm -rf "$snaps" && mkdir -p "$snaps"
+  footprint 90s | tee "$log" &
+  local run=$!
+  until grep -q '^\[kcsi\] one pod Running' "$log"; do
+    kill -0 "$run" 2>/dev/null || { wait "$run"; return 1; }
+    sleep 1
+  done
+  sleep 20
+  for role in kubelet controller; do
+    python3 scripts/hot_symbols.py snapshot "$mnt/$role/libkcsi.so.1" "$snaps/$role.before"
+  done
+  for role in kubelet controller; do
+    python3 scripts/hot_symbols.py evict "$mnt/$role/libkcsi.so.1" "$(pgrep -f "kubelet-e2e $role" | head -1)"
+  done
+  sleep 65
+  for role in kubelet controller; do
+    python3 scripts/hot_symbols.py snapshot "$mnt/$role/libkcsi.so.1" "$snaps/$role.steady"
+  done
+  wait "$run"
 }
 
 if [ "$mode" = collect ]; then
@@ -105,7 +135,7 @@ WRAP
     echo "--- benches/kubelet/footprint on those copies, run $run of 3"
     footprint
   done
-  python3 scripts/hot_symbols.py collect "$mnt/kubelet/libkcsi.so.1" "$mnt/controller/libkcsi.so.1" link/hot-symbols.txt
+  python3 scripts/hot_symbols.py collect "$mnt" link/hot-symbols.txt
 fi
 
 # Refining: the release build, ordered by the list, run the same way. Each pass adds what its
@@ -115,7 +145,7 @@ for pass in $(seq "$passes"); do
   echo "--- the release build ordered by the list, pass $pass of $passes"
   cargo build --quiet --release --locked --workspace
   on_loop target/release/libkcsi.so
-  footprint
-  python3 scripts/hot_symbols.py refine "$mnt/kubelet/libkcsi.so.1" "$mnt/controller/libkcsi.so.1" link/hot-symbols.txt
+  footprint_steady
+  python3 scripts/hot_symbols.py refine "$mnt" link/hot-symbols.txt "$out/snapshots"
 done
 cargo build --quiet --release --locked --workspace

@@ -1,16 +1,26 @@
 """link/hot-symbols.txt from the page cache (scripts/hot-symbols.sh).
 
-  hot_symbols.py collect KUBELET_COPY CONTROLLER_COPY LIST
+  hot_symbols.py snapshot COPY OUT
+      writes the page numbers of COPY in the page cache to OUT (one per line).
+  hot_symbols.py evict COPY PID
+      drops COPY's pages from the page cache, first from process PID's read-only mappings of it
+      (process_madvise MADV_PAGEOUT): what PID runs next comes back a page at a time.
+  hot_symbols.py collect DIR LIST
       the functions on the cached pages of two copies of a build with every function on a page
-      of its own: each ran in that process. Writes LIST afresh.
-  hot_symbols.py refine KUBELET_COPY CONTROLLER_COPY LIST
-      the same read of two copies of the release build, ordered by LIST: every function on a
-      cached page joins LIST (a page holds a few, so a function the collection missed costs the
-      hot block at most a page, not a 64 KiB window of fault-around), and a listed one moves to
-      the group of the processes that ran it.
+      of its own (DIR/kubelet/libkcsi.so.1, DIR/controller/libkcsi.so.1): each ran in that
+      process. Writes LIST afresh.
+  hot_symbols.py refine DIR LIST SNAPSHOTS
+      the same read of two copies of the release build, ordered by LIST, plus the snapshots
+      SNAPSHOTS/<role>.{before,steady} taken while the pod ran (before: what ran until then;
+      steady: what ran after the pages unmapped by kcsi's release were evicted): every function
+      on a cached page joins LIST (a page holds a few, so a function the collection missed
+      costs the hot block at most a page, not a 64 KiB window of fault-around), and a listed one
+      moves to the group of the processes that ran it, steadily or not.
 
-LIST holds three groups, each under a comment line LLD skips: the functions both processes ran,
-then the kubelet's own, then the controller's own, so that each process's code is contiguous.
+LIST holds six groups, each under a comment line LLD skips, so that what each process runs is
+contiguous, and what it runs while a pod just runs (after kcsi gave back the pages its calls
+left mapped) more so: the kubelet's own, the kubelet's own steady, both processes' steady, the
+controller's own steady, both processes', the controller's own.
 """
 import ctypes
 import mmap
@@ -18,7 +28,8 @@ import os
 import subprocess
 import sys
 
-GROUPS = ("both", "kubelet", "controller")
+GROUPS = ("kubelet", "kubelet steady", "both steady", "controller steady", "both", "controller")
+ROLES = ("kubelet", "controller")
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
@@ -40,6 +51,31 @@ def cached(lib):
     return {i for i, v in enumerate(vec) if v & 1}
 
 
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+SYS_PROCESS_MADVISE, MADV_PAGEOUT = 440, 21  # x86_64
+
+
+def evict(lib, pid):
+    pidfd = os.pidfd_open(pid)
+    real = os.path.realpath(lib)
+    for line in open(f"/proc/{pid}/maps"):
+        p = line.split()
+        # The relocated pages (RELRO, written) are the process's own, not the file's.
+        if len(p) < 6 or os.path.realpath(p[5]) != real or p[1] not in ("r-xp", "r--p") or (p[1] == "r--p" and int(p[2], 16)):
+            continue
+        start, end = (int(x, 16) for x in p[0].split("-"))
+        iov = iovec(start, end - start)
+        if libc.syscall(SYS_PROCESS_MADVISE, pidfd, ctypes.byref(iov), 1, MADV_PAGEOUT, 0) < 0:
+            sys.exit(f"hot-symbols: process_madvise {pid} {lib}: {os.strerror(ctypes.get_errno())}")
+    os.close(pidfd)
+    fd = os.open(lib, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
 def functions(lib):
     """(file offset, length, name) of each function in lib's executable segment."""
     segs = []
@@ -59,22 +95,34 @@ def functions(lib):
     return sorted(out)
 
 
-def ran_by(kubelet, controller):
-    """name -> the group of the processes that ran it, for each function on a cached page;
-    and how many functions the build has."""
-    pages = {"kubelet": cached(kubelet), "controller": cached(controller)}
-    ran, funcs = {}, functions(kubelet)
+def read_pages(path):
+    return {int(line) for line in open(path)}
+
+
+def group_of(roles, steady):
+    """The group of a function the given processes ran (steadily or not)."""
+    if not roles:
+        return None
+    name = "both" if len(roles) == 2 else roles[0]
+    return f"{name} steady" if steady else name
+
+
+def ran_by(lib, pages, steady):
+    """name -> its group, for each function of lib on a cached page (pages and steady: role ->
+    page numbers); and how many functions the build has."""
+    ran, funcs = {}, functions(lib)
     for start, length, name in funcs:
         span = range(start // 4096, (start + length - 1) // 4096 + 1)
-        by = [role for role, cache in pages.items() if any(pg in cache for pg in span)]
-        if by:
-            ran[name] = "both" if len(by) == 2 else by[0]
+        on = lambda sets: [role for role in ROLES if any(pg in sets[role] for pg in span)]
+        group = group_of(on(steady), True) or group_of(on(pages), False)
+        if group:
+            ran[name] = group
     return ran, len(funcs)
 
 
 def read_list(path):
     groups = {g: [] for g in GROUPS}
-    group = "both"  # a list written before the groups were marked
+    group = "both"
     for line in open(path):
         line = line.strip()
         if line.startswith("# "):
@@ -92,8 +140,23 @@ def write_list(path, groups):
 
 
 def main():
-    mode, kubelet, controller, listing = sys.argv[1:]
-    ran, total = ran_by(kubelet, controller)  # in address order
+    mode, args = sys.argv[1], sys.argv[2:]
+    if mode == "snapshot":
+        with open(args[1], "w") as f:
+            f.writelines(f"{pg}\n" for pg in sorted(cached(args[0])))
+        return
+    if mode == "evict":
+        evict(args[0], int(args[1]))
+        return
+    copy = {role: os.path.join(args[0], role, "libkcsi.so.1") for role in ROLES}
+    listing = args[1]
+    pages = {role: cached(copy[role]) for role in ROLES}
+    steady = {role: set() for role in ROLES}
+    if mode == "refine":
+        for role in ROLES:
+            pages[role] |= read_pages(os.path.join(args[2], f"{role}.before"))
+            steady[role] = read_pages(os.path.join(args[2], f"{role}.steady"))
+    ran, total = ran_by(copy["kubelet"], pages, steady)  # in address order
     if mode == "collect":
         groups = {g: [n for n, r in ran.items() if r == g] for g in GROUPS}
         write_list(listing, groups)
