@@ -41,6 +41,7 @@ mod node;
 mod plain_spec;
 mod runtime;
 mod spec;
+mod stack_pages;
 mod telemetry;
 mod volume;
 

@@ -11,10 +11,11 @@ use tokio::runtime::{Handle, Runtime};
 
 use crate::code_pages;
 use crate::error::{Error, ErrorKind, Result};
+use crate::stack_pages;
 
-/// How long after a blocking call kcsi gives back the library pages and the free heap pages the
-/// calls since the last time left mapped: calls come in bursts (a pod's volumes mounted), and
-/// the next burst maps back only the code it runs.
+/// How long after a call kcsi gives back the library pages and the free heap pages the calls
+/// since the last time left mapped: calls come in bursts (a pod's volumes mounted), and the
+/// next burst maps back only the code it runs.
 const RELEASE_AFTER_CALLS: Duration = Duration::from_secs(10);
 
 struct Global {
@@ -107,7 +108,21 @@ fn trim_heap() {
     }
 }
 
-/// What blocking calls left mapped: libkcsi.so's pages and the heaps' free pages.
+/// A host's call into kcsi ended: what its calls left mapped is given back
+/// [`RELEASE_AFTER_CALLS`] later. Only once the runtime runs: a process whose calls never
+/// needed it does not start it for this.
+pub fn after_call() {
+    if let Some(Ok(g)) = GLOBAL.get() {
+        release_later(
+            g,
+            &g.calls_release_pending,
+            RELEASE_AFTER_CALLS,
+            release_after_calls,
+        );
+    }
+}
+
+/// What calls left mapped: libkcsi.so's pages and the heaps' free pages.
 fn release_after_calls() {
     match code_pages::release() {
         Ok(bytes) => tracing::debug!("Released {} KiB of kcsi's library pages", bytes / 1024),
@@ -142,12 +157,9 @@ where
     }
     let g = global()?;
     let output = g.runtime.block_on(make());
-    release_later(
-        g,
-        &g.calls_release_pending,
-        RELEASE_AFTER_CALLS,
-        release_after_calls,
-    );
+    // The future was polled below this frame, on a thread the host keeps.
+    stack_pages::release_below_caller();
+    after_call();
     Ok(output)
 }
 

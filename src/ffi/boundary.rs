@@ -42,7 +42,9 @@ pub(crate) fn run_guarded(
     err_out: *mut *mut kcsi_error,
     body: impl FnOnce() -> Result<()>,
 ) -> kcsi_result {
-    let err = match catch_unwind(AssertUnwindSafe(body)) {
+    let outcome = catch_unwind(AssertUnwindSafe(body));
+    crate::runtime::after_call();
+    let err = match outcome {
         Ok(Ok(())) => return KCSI_OK,
         Ok(Err(e)) => e,
         Err(payload) => Error::internal(format!(
