@@ -24,7 +24,7 @@ struct Global {
     pid: u32,
     /// A [`release_memory_soon`] is pending.
     trim_pending: AtomicBool,
-    /// A release after blocking calls is pending.
+    /// A release after calls is pending.
     calls_release_pending: AtomicBool,
 }
 
@@ -112,7 +112,10 @@ fn trim_heap() {
 /// [`RELEASE_AFTER_CALLS`] later. Only once the runtime runs: a process whose calls never
 /// needed it does not start it for this.
 pub fn after_call() {
-    if let Some(Ok(g)) = GLOBAL.get() {
+    if let Some(Ok(g)) = GLOBAL
+        .get()
+        .filter(|g| g.as_ref().is_ok_and(|g| g.pid == std::process::id()))
+    {
         release_later(
             g,
             &g.calls_release_pending,
@@ -141,9 +144,10 @@ pub fn handle() -> Result<Handle> {
 ///
 /// The future is polled on the caller's thread, so each call still has a thread of its own: a
 /// syscall that hangs (a dead NFS server) holds only its own call, never the runtime's
-/// workers. A thread started for each call instead (so that a Go host's never-exiting threads
-/// would keep none of the call's stack) cost a volume's lifecycle about 0.8 ms, a third of
-/// kcsi's overhead over the bare CSI calls (docs/performance.md), for 0.1 MiB of RSS.
+/// workers. A thread started for each call instead cost a volume's lifecycle about 0.8 ms, a
+/// third of kcsi's overhead over the bare CSI calls (docs/performance.md); the stack the call
+/// used is unmapped before it returns instead, so that a Go host's never-exiting threads keep
+/// none of it.
 pub fn block_on<M, F>(make: M) -> Result<F::Output>
 where
     M: FnOnce() -> F,
