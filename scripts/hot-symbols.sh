@@ -102,8 +102,11 @@ footprint_steady() {
   for role in kubelet controller; do
     python3 scripts/hot_symbols.py snapshot "$mnt/$role/libkcsi.so.1" "$snaps/$role.before"
   done
+  local pid
   for role in kubelet controller; do
-    python3 scripts/hot_symbols.py evict "$mnt/$role/libkcsi.so.1" "$(pgrep -f "kubelet-e2e $role" | head -1)"
+    pid=$(pgrep -f "kubelet-e2e $role" | head -1) ||
+      { echo "hot-symbols: no running 'kubelet-e2e $role' process to evict kcsi's pages from" >&2; return 1; }
+    python3 scripts/hot_symbols.py evict "$mnt/$role/libkcsi.so.1" "$pid"
   done
   sleep 65
   for role in kubelet controller; do

@@ -90,7 +90,8 @@ pub fn release_memory_soon() {
 /// thread: a few quick syscalls, where a thread of its own would map its code and stack anew
 /// each time.
 fn release_later(g: &'static Global, pending: &'static AtomicBool, after: Duration, release: fn()) {
-    if !pending.swap(true, Ordering::AcqRel) {
+    // A load first: calls back to back on many threads then only read the shared flag.
+    if !pending.load(Ordering::Acquire) && !pending.swap(true, Ordering::AcqRel) {
         g.runtime.spawn(async move {
             tokio::time::sleep(after).await;
             pending.store(false, Ordering::Release);
@@ -112,10 +113,10 @@ fn trim_heap() {
 /// [`RELEASE_AFTER_CALLS`] later. Only once the runtime runs: a process whose calls never
 /// needed it does not start it for this.
 pub fn after_call() {
-    if let Some(Ok(g)) = GLOBAL
-        .get()
-        .filter(|g| g.as_ref().is_ok_and(|g| g.pid == std::process::id()))
-    {
+    let Some(Ok(g)) = GLOBAL.get() else { return };
+    // The pending flag before the pid: getpid is a syscall, and while a release is pending
+    // there is nothing to schedule (a child forked then never schedules one, as it must not).
+    if !g.calls_release_pending.load(Ordering::Acquire) && g.pid == std::process::id() {
         release_later(
             g,
             &g.calls_release_pending,

@@ -7,6 +7,8 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
+use crate::code_pages::page_size;
+
 /// Stack below the caller's frame left alone: this function's own frames and the syscall's
 /// lie there while it runs.
 const KEEP_BELOW: usize = 16 * 1024;
@@ -44,7 +46,7 @@ pub fn release_below_caller() {
             low
         })
     });
-    let page = 4096;
+    let page = page_size();
     let end = sp.saturating_sub(KEEP_BELOW) / page * page;
     let start = low.next_multiple_of(page);
     if low == 0 || end <= start {
@@ -85,9 +87,10 @@ mod tests {
     fn resident(start: usize, end: usize) -> usize {
         use std::os::unix::fs::FileExt;
         let pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
-        let mut entries = vec![0u8; (end - start) / 4096 * 8];
+        let page = page_size();
+        let mut entries = vec![0u8; (end - start) / page * 8];
         pagemap
-            .read_exact_at(&mut entries, (start / 4096 * 8) as u64)
+            .read_exact_at(&mut entries, (start / page * 8) as u64)
             .unwrap();
         entries
             .chunks_exact(8)
@@ -112,7 +115,7 @@ mod tests {
         std::thread::spawn(|| {
             let sum = touch_deep(512 * 1024);
             let here = 0u8;
-            let sp = std::ptr::addr_of!(here) as usize / 4096 * 4096;
+            let sp = std::ptr::addr_of!(here) as usize / page_size() * page_size();
             let low = stack_low();
             assert!(low > 0 && low < sp);
             let below = sp - 64 * 1024;
