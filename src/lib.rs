@@ -38,6 +38,7 @@ mod kube;
 mod logging;
 mod names;
 mod node;
+mod one_heap;
 mod plain_spec;
 mod runtime;
 mod spec;

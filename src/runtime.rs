@@ -11,6 +11,7 @@ use tokio::runtime::{Handle, Runtime};
 
 use crate::code_pages;
 use crate::error::{Error, ErrorKind, Result};
+use crate::one_heap;
 use crate::stack_pages;
 
 /// How long after a call kcsi gives back the library pages and the free heap pages the calls
@@ -100,8 +101,10 @@ fn release_later(g: &'static Global, pending: &'static AtomicBool, after: Durati
     }
 }
 
-/// The free pages of glibc's heaps back to the OS; elsewhere than on glibc nothing.
+/// The free pages of kcsi's heap and of glibc's (what libc allocated for kcsi's threads) back to
+/// the OS.
 fn trim_heap() {
+    one_heap::trim();
     // SAFETY: malloc_trim only walks and releases the allocator's free memory.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
