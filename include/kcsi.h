@@ -47,9 +47,11 @@
  * MEMORY. Ten seconds after a call, kcsi gives back what its calls left mapped in
  * the process: the pages of libkcsi.so's code and read-only data (madvise MADV_DONTNEED; they
  * stay in the page cache, and the next call maps back what it runs; a page the process wrote,
- * such as a debugger's breakpoint, is kept) and glibc's free heap pages (malloc_trim). Linked
- * into a program as a static library, kcsi leaves the program's pages alone. A blocking call
- * unmaps, before it returns, the stack it used on the calling thread below the caller's frame.
+ * such as a debugger's breakpoint, is kept) and the free pages of kcsi's heap and glibc's.
+ * kcsi allocates from one heap of its own, whatever thread calls it (KCSI_MALLOC=system in
+ * the environment: from malloc, for valgrind and the sanitizers' leak checks). Linked into a
+ * program as a static library, kcsi leaves the program's pages alone. A blocking call unmaps,
+ * before it returns, the stack it used on the calling thread below the caller's frame.
  *
  * LOGGING. kcsi_set_log_callback routes records up to a level (0 error .. 4 trace) to a
  * callback that may run on any thread, concurrently, and must not call into kcsi; once it

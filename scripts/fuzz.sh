@@ -34,6 +34,8 @@ cargo build --locked --quiet --release --manifest-path fuzz/Cargo.toml --target 
 }
 
 export ASAN_OPTIONS=detect_odr_violation=0:abort_on_error=1:symbolize=1
+# kcsi allocates from the malloc ASAN watches (redzones, use after free), not its own heap.
+export KCSI_MALLOC=system
 # The fuzz root (what kcsi writes) and the scratch corpora: on tmpfs when there is one, where
 # creating and removing files is some 10x faster than on a busy disk.
 [ -w /dev/shm ] && export TMPDIR=${TMPDIR:-/dev/shm}

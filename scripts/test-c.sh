@@ -256,7 +256,8 @@ asan_run() {
   c_program "$name" "${name}_asan" -g -O1 -fsanitize=address -fno-omit-frame-pointer || return 1
   # Proof the sanitizer is really in the binary, not just asked for.
   ldd "$WORK/${name}_asan" | grep libasan >/dev/null || { echo "libasan is not linked"; return 1; }
-  ASAN_OPTIONS=detect_leaks=1:exitcode=23 \
+  # KCSI_MALLOC=system: kcsi allocates from the process's malloc, where LeakSanitizer sees it.
+  KCSI_MALLOC=system ASAN_OPTIONS=detect_leaks=1:exitcode=23 \
     LSAN_OPTIONS=suppressions=$REPO/tests/c/lsan.supp:print_suppressions=0 \
     "$runner" "$WORK/${name}_asan" env >"$WORK/$name-asan.out" 2>&1
   local rc=$?
@@ -273,7 +274,8 @@ asan() {
 valgrind_run() {
   local name=$1 runner=$2
   c_program "$name" "${name}_vg" -g -O0 || return 1
-  "$runner" "$WORK/${name}_vg" valgrind -q --error-exitcode=1 --leak-check=full \
+  # KCSI_MALLOC=system: kcsi allocates from the process's malloc, which valgrind watches.
+  KCSI_MALLOC=system "$runner" "$WORK/${name}_vg" valgrind -q --error-exitcode=1 --leak-check=full \
     --errors-for-leak-kinds=definite --show-leak-kinds=definite \
     --suppressions="$REPO/tests/c/valgrind.supp"
 }
