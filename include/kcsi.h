@@ -50,8 +50,9 @@
  * such as a debugger's breakpoint, is kept) and the free pages of kcsi's heap and glibc's.
  * kcsi allocates from one heap of its own, whatever thread calls it (KCSI_MALLOC=system in
  * the environment: from malloc, for valgrind and the sanitizers' leak checks). Linked into a
- * program as a static library, kcsi leaves the program's pages alone. A blocking call unmaps,
- * before it returns, the stack it used on the calling thread below the caller's frame.
+ * program as a static library, kcsi leaves the program's pages alone. A call unmaps, before
+ * it returns, the stack it used on the calling thread deeper than 64 KiB below the caller's
+ * frame.
  *
  * LOGGING. kcsi_set_log_callback routes records up to a level (0 error .. 4 trace) to a
  * callback that may run on any thread, concurrently, and must not call into kcsi; once it

@@ -112,10 +112,13 @@ fn trim_heap() {
     }
 }
 
-/// A host's call into kcsi ended: what its calls left mapped is given back
-/// [`RELEASE_AFTER_CALLS`] later. Only once the runtime runs: a process whose calls never
-/// needed it does not start it for this.
+/// A host's call into kcsi ended: the stack it used on the host's thread is unmapped now (but
+/// for the 64 KiB below this frame), and the library and heap pages its calls left mapped are
+/// given back [`RELEASE_AFTER_CALLS`] later. That release only once the runtime runs: a process
+/// whose calls never needed it does not start it for this.
 pub fn after_call() {
+    // Every frame of the call lies below this one and is done.
+    stack_pages::release_below_caller();
     let Some(Ok(g)) = GLOBAL.get() else { return };
     // The pending flag before the pid: getpid is a syscall, and while a release is pending
     // there is nothing to schedule (a child forked then never schedules one, as it must not).
@@ -164,9 +167,9 @@ where
         ));
     }
     let g = global()?;
-    let output = g.runtime.block_on(make());
+    // Boxed: the future's state lies on the heap, not on the host thread's stack.
+    let output = g.runtime.block_on(Box::pin(make()));
     // The future was polled below this frame, on a thread the host keeps.
-    stack_pages::release_below_caller();
     after_call();
     Ok(output)
 }

@@ -1,42 +1,28 @@
-//! The calling thread's stack pages that a blocking call used below the point it returns to,
-//! given back. A host's threads outlive kcsi's calls (Go's never exit), and a page of stack a
+//! The calling thread's stack pages that a call used below the point it returns to, given
+//! back. A host's threads outlive kcsi's calls (Go's never exit), and a page of stack a
 //! call touched stays resident for the thread's life: on the kubelet's threads, kcsi's calls
 //! kept 0.3 MiB so. Unmapped, the pages read as zeros when next used, as fresh stack does.
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::time::{Duration, Instant};
 
 use crate::code_pages::page_size;
 
 /// Stack below the caller's frame left alone: this function's own frames and the syscall's
-/// lie there while it runs.
-const KEEP_BELOW: usize = 16 * 1024;
-
-/// A thread calling back to back keeps its stack between releases: each release costs the
-/// next call a fault per page it touches again.
-const RELEASE_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+/// lie there while it runs, and most calls use no more, so a thread calling back to back
+/// faults in again only what a deep call used beyond it.
+const KEEP_BELOW: usize = 64 * 1024;
 
 thread_local! {
     /// The lowest usable address of this thread's stack (above its guard), once known; 0
     /// when the thread's stack cannot be told.
     static STACK_LOW: Cell<Option<usize>> = const { Cell::new(None) };
-    static RELEASED_AT: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
 /// Unmaps this thread's stack pages from its lowest address to [`KEEP_BELOW`] under the
-/// caller's frame, unless it did less than [`RELEASE_AT_MOST_EVERY`] ago. Must be called where
-/// no live frame lies below the caller's.
+/// caller's frame. Must be called where no live frame lies below the caller's.
 #[inline(never)]
 pub fn release_below_caller() {
-    let now = Instant::now();
-    if RELEASED_AT
-        .with(|at| at.get())
-        .is_some_and(|at| now - at < RELEASE_AT_MOST_EVERY)
-    {
-        return;
-    }
-    RELEASED_AT.with(|at| at.set(Some(now)));
     let here = 0u8;
     let sp = std::ptr::addr_of!(here) as usize;
     let low = STACK_LOW.with(|known| {
@@ -118,7 +104,7 @@ mod tests {
             let sp = std::ptr::addr_of!(here) as usize / page_size() * page_size();
             let low = stack_low();
             assert!(low > 0 && low < sp);
-            let below = sp - 64 * 1024;
+            let below = sp - 2 * KEEP_BELOW;
             assert!(
                 resident(below - 256 * 1024, below) >= 32,
                 "the deep call left no pages"
