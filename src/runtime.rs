@@ -153,8 +153,8 @@ pub fn handle() -> Result<Handle> {
 /// syscall that hangs (a dead NFS server) holds only its own call, never the runtime's
 /// workers. A thread started for each call instead cost a volume's lifecycle about 0.8 ms, a
 /// third of kcsi's overhead over the bare CSI calls (docs/performance.md); the stack the call
-/// used is unmapped before it returns instead, so that a Go host's never-exiting threads keep
-/// none of it.
+/// used is unmapped before the export returns instead ([`after_call`]), so that a Go host's
+/// never-exiting threads keep none of it.
 pub fn block_on<M, F>(make: M) -> Result<F::Output>
 where
     M: FnOnce() -> F,
@@ -167,11 +167,9 @@ where
         ));
     }
     let g = global()?;
-    // Boxed: the future's state lies on the heap, not on the host thread's stack.
-    let output = g.runtime.block_on(Box::pin(make()));
-    // The future was polled below this frame, on a thread the host keeps.
-    after_call();
-    Ok(output)
+    // Boxed: the future's state lies on the heap, not on the host thread's stack. The export
+    // that called this gives back the stack it was polled on (`after_call`, run_guarded).
+    Ok(g.runtime.block_on(Box::pin(make())))
 }
 
 #[cfg(test)]
