@@ -1,13 +1,13 @@
-//! The one process-wide piece of state: a lazily started multi-thread tokio runtime that every
-//! host shares. Blocking entry points run their futures on it from the caller's thread, and
-//! what their calls leave mapped is given back once they are done.
+//! The one process-wide piece of state: a lazily started tokio runtime that every host shares,
+//! driven by one thread of its own. Blocking entry points run their futures on it from the
+//! caller's thread, and what their calls leave mapped is given back once they are done.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use tokio::runtime::{Handle, Runtime};
+use tokio::runtime::Handle;
 
 use crate::code_pages;
 use crate::error::{Error, ErrorKind, Result};
@@ -20,7 +20,8 @@ use crate::stack_pages;
 const RELEASE_AFTER_CALLS: Duration = Duration::from_secs(10);
 
 struct Global {
-    runtime: Runtime,
+    /// The runtime's handle; the runtime itself lives on its driver thread.
+    runtime: Handle,
     /// The process that started the runtime; a forked child cannot use it (its threads are gone).
     pid: u32,
     /// A [`release_memory_soon`] is pending.
@@ -33,20 +34,12 @@ static GLOBAL: OnceLock<std::result::Result<Global, String>> = OnceLock::new();
 
 fn global() -> Result<&'static Global> {
     let g = GLOBAL.get_or_init(|| {
-        let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .thread_name("kcsi-rt")
-            .on_thread_start(block_sigpipe)
-            .enable_all()
-            .build()
-            .map(|runtime| Global {
-                runtime,
-                pid: std::process::id(),
-                trim_pending: AtomicBool::new(false),
-                calls_release_pending: AtomicBool::new(false),
-            })
-            .map_err(|e| format!("cannot start the kcsi runtime: {e}"))
+        start().map(|runtime| Global {
+            runtime,
+            pid: std::process::id(),
+            trim_pending: AtomicBool::new(false),
+            calls_release_pending: AtomicBool::new(false),
+        })
     });
     let g = g.as_ref().map_err(|e| Error::internal(e.clone()))?;
     if g.pid != std::process::id() {
@@ -61,6 +54,31 @@ fn global() -> Result<&'static Global> {
         ));
     }
     Ok(g)
+}
+
+/// A current-thread runtime driven forever by one thread, `kcsi-rt`: it runs the spawned tasks
+/// (driver connections, watchers, informers) and the I/O and timer drivers, while blocking
+/// calls poll their own futures on their callers' threads. kcsi's background work is waiting
+/// on sockets, files and the API server; a multi-thread scheduler's workers (two to four) cost a
+/// host each a thread's stack and the scheduler's code for no gain (issue #41: the kubelet's
+/// footprint).
+fn start() -> std::result::Result<Handle, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        // The blocking pool's threads (files, mount table walks).
+        .thread_name("kcsi-rt")
+        .on_thread_start(block_sigpipe)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the kcsi runtime: {e}"))?;
+    let handle = runtime.handle().clone();
+    std::thread::Builder::new()
+        .name("kcsi-rt".into())
+        .spawn(move || {
+            block_sigpipe();
+            runtime.block_on(std::future::pending::<()>())
+        })
+        .map_err(|e| format!("cannot start the kcsi runtime's thread: {e}"))?;
+    Ok(handle)
 }
 
 /// Writing to a socket a driver already closed raises SIGPIPE on the writing thread. Hosts that
@@ -143,7 +161,7 @@ fn release_after_calls() {
 
 /// A handle to the runtime, for spawning background work.
 pub fn handle() -> Result<Handle> {
-    Ok(global()?.runtime.handle().clone())
+    Ok(global()?.runtime.clone())
 }
 
 /// Runs the future `make` returns to completion from a host thread, which waits. Refused on a
@@ -151,7 +169,7 @@ pub fn handle() -> Result<Handle> {
 ///
 /// The future is polled on the caller's thread, so each call still has a thread of its own: a
 /// syscall that hangs (a dead NFS server) holds only its own call, never the runtime's
-/// workers. A thread started for each call instead cost a volume's lifecycle about 0.8 ms, a
+/// thread. A thread started for each call instead cost a volume's lifecycle about 0.8 ms, a
 /// third of kcsi's overhead over the bare CSI calls (docs/performance.md); the stack the call
 /// used is unmapped before the export returns instead ([`after_call`]), so that a Go host's
 /// never-exiting threads keep none of it.
