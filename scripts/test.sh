@@ -24,6 +24,13 @@ run() {
   fi
 }
 
+# A cold run writes about 17 GB (docs/performance.md, "Disk"); running out midway fails suites
+# with ENOSPC far from the cause, so say it first.
+free_gb=$(df -P -BG target | awk 'NR == 2 { sub("G", "", $4); print $4 }')
+if [ "${free_gb:-0}" -lt 20 ]; then
+  echo "warning: ${free_gb} GB free on the disk of $(pwd)/target; a run from empty caches writes about 17 GB" >&2
+fi
+
 # Set-up failures stop everything: nothing below can run without tools and peers.
 scripts/tools.sh >/dev/null || { echo "tool installation failed" >&2; exit 1; }
 scripts/peers/build.sh || { echo "building the real peers failed" >&2; exit 1; }
