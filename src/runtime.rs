@@ -64,8 +64,8 @@ fn global() -> Result<&'static Global> {
 /// footprint).
 fn start() -> std::result::Result<Handle, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
-        // The blocking pool's threads (files, mount table walks).
-        .thread_name("kcsi-rt")
+        // The blocking pool's threads (files, mount table walks), started and ended on demand.
+        .thread_name("kcsi-blocking")
         .on_thread_start(block_sigpipe)
         .enable_all()
         .build()
@@ -214,6 +214,41 @@ mod tests {
             caught.downcast_ref::<&str>().copied(),
             Some("driver answer broke an invariant")
         );
+    }
+
+    /// The kernel's names of this process' threads.
+    fn thread_names() -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|name| name.trim_end().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn background_work_runs_on_the_one_runtime_thread() {
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                handle().unwrap().spawn(async {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    std::thread::current().name().map(str::to_string)
+                })
+            })
+            .collect();
+        let ran_on = block_on(|| async {
+            let mut names = Vec::new();
+            for task in tasks {
+                names.push(task.await.unwrap());
+            }
+            names
+        })
+        .unwrap();
+        assert!(
+            ran_on.iter().all(|n| n.as_deref() == Some("kcsi-rt")),
+            "{ran_on:?}"
+        );
+        let runtime_threads = thread_names().iter().filter(|n| *n == "kcsi-rt").count();
+        assert_eq!(runtime_threads, 1, "threads: {:?}", thread_names());
     }
 
     #[test]
